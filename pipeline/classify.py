@@ -1,0 +1,120 @@
+"""Classification of device activity: the one rule table (DESIGN.md).
+
+Every GPU event (and, on CPU-only traces, every kept CPU event) gets one
+``kind``: ``comm``, ``memory``, ``sync``, ``compute`` or ``other``.  The rules
+are data: an ordered list of :class:`Rule`, first match wins.  Override them
+with ``scaletrace ingest --rules FILE.json`` (a JSON list of objects with the
+same fields) or by passing ``rules=`` to :func:`pipeline.ingest`.
+
+Differences from HTA 0.5.0 (``hta/utils/utils.py``), documented in the README:
+
+* HTA calls a kernel communication only when it matches ``^nccl.*Kernel``;
+  we also accept ``rccl`` anywhere and ``hccl`` prefixes, any case.
+* HTA calls ``Stream Wait Event`` and anything containing ``Sync`` "other";
+  we call them ``sync``.
+* HTA's ``hta_temporal_breakdown`` / ``hta_comm_comp_overlap`` queries keep
+  HTA's own rules, so those two queries reproduce HTA exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+KINDS = ("compute", "comm", "memory", "sync", "other")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One classification rule.
+
+    side: ``gpu`` (device events) or ``cpu`` (CPU events on CPU-only traces).
+    field: ``name`` or ``cat`` (the event's category, lower-cased).
+    match: ``contains`` / ``prefix`` / ``exact``; comparisons ignore case.
+    pattern: the text to look for.
+    kind: the kind given on a match.
+    """
+
+    side: str
+    field: str
+    match: str
+    pattern: str
+    kind: str
+
+    def matches(self, cat: str, name: str) -> bool:
+        text = (name if self.field == "name" else cat).lower()
+        pattern = self.pattern.lower()
+        if self.match == "contains":
+            return pattern in text
+        if self.match == "prefix":
+            return text.startswith(pattern)
+        return text == pattern
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("gpu", "name", "contains", "nccl", "comm"),
+    Rule("gpu", "name", "contains", "rccl", "comm"),
+    Rule("gpu", "name", "prefix", "hccl", "comm"),
+    Rule("gpu", "cat", "exact", "gpu_memcpy", "memory"),
+    Rule("gpu", "cat", "exact", "gpu_memset", "memory"),
+    Rule("gpu", "cat", "exact", "memcpy", "memory"),  # 2021 schema: "Memcpy"
+    Rule("gpu", "cat", "exact", "memset", "memory"),  # 2021 schema: "Memset"
+    Rule("gpu", "name", "prefix", "memcpy", "memory"),
+    Rule("gpu", "name", "prefix", "memset", "memory"),
+    Rule("gpu", "name", "prefix", "hipmemcpy", "memory"),
+    Rule("gpu", "name", "prefix", "hipmemset", "memory"),
+    Rule("gpu", "name", "prefix", "dma", "memory"),
+    Rule("gpu", "cat", "exact", "cuda_sync", "sync"),
+    Rule("gpu", "name", "exact", "stream wait event", "sync"),
+    Rule("gpu", "name", "exact", "event sync", "sync"),
+    Rule("gpu", "name", "exact", "context sync", "sync"),
+    Rule("gpu", "name", "exact", "stream sync", "sync"),
+    Rule("gpu", "cat", "exact", "kernel", "compute"),
+    Rule("cpu", "name", "prefix", "gloo:", "comm"),
+    Rule("cpu", "name", "prefix", "mpi:", "comm"),
+    Rule("cpu", "name", "prefix", "ucc:", "comm"),
+    Rule("cpu", "cat", "exact", "cpu_op", "compute"),
+)
+
+# CPU ops that *are* collective calls: on CPU-only traces they and everything
+# inside them are dispatch, not compute (DESIGN.md, "Classification").
+COLLECTIVE_CALL_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:")
+
+
+def is_collective_call(name: str) -> bool:
+    return name.startswith(COLLECTIVE_CALL_PREFIXES)
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used."""
+
+
+def load_rules(path: str | Path) -> tuple[Rule, ...]:
+    """Read a JSON list of rules; each object has the fields of :class:`Rule`."""
+    try:
+        items = json.loads(Path(path).read_text())
+        rules = tuple(Rule(**item) for item in items)
+    except (OSError, ValueError, TypeError) as exc:
+        raise RulesError(f"{path}: not a JSON list of rules ({exc})") from None
+    for rule in rules:
+        if rule.kind not in KINDS or rule.side not in ("gpu", "cpu"):
+            raise RulesError(f"{path}: bad rule {rule}: kind must be one of {KINDS}, side gpu|cpu")
+        if rule.field not in ("name", "cat") or rule.match not in ("contains", "prefix", "exact"):
+            raise RulesError(f"{path}: bad rule {rule}: field name|cat, match contains|prefix|exact")
+    return rules
+
+
+class Classifier:
+    """Applies a rule table, caching by (side, cat, name): names repeat a lot."""
+
+    def __init__(self, rules: tuple[Rule, ...] = DEFAULT_RULES):
+        self.rules = rules
+        self.classify = lru_cache(maxsize=65536)(self._classify)
+
+    def _classify(self, side: str, cat: str, name: str) -> str:
+        for rule in self.rules:
+            if rule.side == side and rule.matches(cat, name):
+                return rule.kind
+        return "other"

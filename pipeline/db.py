@@ -1,0 +1,60 @@
+"""Read-only access to a scaletrace database; results are polars DataFrames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+import queries
+from pipeline.schema import DatabaseError, _first_line
+
+
+class Database:
+    """A scaletrace DuckDB file opened read-only.
+
+    >>> db = connect("scaletrace.duckdb")
+    >>> db.query("rank_breakdown", run_id="param-dlrm-8rank")
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=True)
+            self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.Error as exc:
+            raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
+
+    def query(self, name: str, **params) -> pl.DataFrame:
+        """Run the named query file (see `scaletrace query --list`)."""
+        q = queries.load(name)
+        return self._run(q.sql, queries.bind(q, params))
+
+    def sql(self, text: str, params: dict | None = None) -> pl.DataFrame:
+        """Run ad-hoc SQL; the connection is read-only, so it cannot change the database."""
+        return self._run(text, params)
+
+    def _run(self, text: str, params) -> pl.DataFrame:
+        try:
+            rel = self.con.sql(text, params=params or None)
+            if rel is None:  # a statement with no result set
+                return pl.DataFrame()
+            return pl.from_arrow(rel.to_arrow_table())
+        except duckdb.Error as exc:
+            raise queries.QueryError(_first_line(exc)) from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def connect(path: str | Path = "scaletrace.duckdb") -> Database:
+    return Database(path)

@@ -1,0 +1,128 @@
+"""Typed decoding of Chrome / Kineto trace JSON with msgspec.
+
+Only the fields scaletrace uses are decoded; everything else is skipped by
+the parser without building Python objects.  Timestamps are decoded as
+``Decimal`` so that fractional-µs (ns resolution) stamps keep every digit:
+a double cannot hold 1712195495505582.988 exactly (its step there is 0.25 µs).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import zlib
+from decimal import Decimal
+from typing import Optional, Union
+
+import msgspec
+
+Num = Optional[Decimal]
+IntOrStr = Union[int, str, None]
+
+INT64_MAX = 2**63 - 1
+
+
+class TraceError(Exception):
+    """A trace file that cannot be ingested; the message names the reason."""
+
+
+class Args(msgspec.Struct, rename={
+    "external_id": "External id",
+    "collective_name": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "pg_name": "Process Group Name",
+    "pg_desc": "Process Group Description",
+    "seq": "Seq",
+}):
+    correlation: IntOrStr = None
+    external_id: IntOrStr = None
+    stream: IntOrStr = None
+    device: IntOrStr = None
+    collective_name: Optional[str] = None
+    in_nelems: IntOrStr = None
+    out_nelems: IntOrStr = None
+    group_size: IntOrStr = None
+    dtype: Optional[str] = None
+    pg_name: IntOrStr = None
+    pg_desc: Optional[str] = None
+    seq: IntOrStr = None
+
+
+class Event(msgspec.Struct):
+    ph: str = ""
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    pid: IntOrStr = None
+    tid: IntOrStr = None
+    ts: Num = None
+    dur: Num = None
+    args: Optional[Args] = None
+
+
+class DeviceProperties(msgspec.Struct):
+    name: Optional[str] = None
+
+
+class DistributedInfo(msgspec.Struct):
+    rank: Optional[int] = None
+    world_size: Optional[int] = None
+    backend: Optional[str] = None
+    nccl_version: Optional[str] = None
+
+
+class TraceDoc(msgspec.Struct):
+    traceEvents: Optional[list[Event]] = None
+    distributedInfo: Optional[DistributedInfo] = None
+    deviceProperties: Optional[list[DeviceProperties]] = None
+    baseTimeNanoseconds: Optional[int] = None
+    host_name: Optional[str] = None
+
+
+_DECODER = msgspec.json.Decoder(Union[TraceDoc, list[Event]])
+
+
+def unpack(raw: bytes) -> bytes:
+    """A file's bytes, gunzipped when they are gzip, checked to be UTF-8."""
+    if not raw:
+        raise TraceError("empty file (0 bytes)")
+    data = raw
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(raw)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceError(f"truncated or corrupt gzip ({exc})") from None
+        if not data.strip():
+            raise TraceError("empty trace (gzip of no JSON)")
+    elif not raw.strip():
+        raise TraceError("empty file (only whitespace)")
+    _check_utf8(data)
+    return data
+
+
+def _check_utf8(data: bytes, chunk: int = 1 << 24) -> None:
+    # Incremental, so a 1 GB trace is not copied into a 1 GB str.
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(data), chunk):
+            decoder.decode(view[start:start + chunk])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
+
+
+def decode(data: bytes) -> TraceDoc:
+    """Decode trace bytes (object or bare-array form) into a :class:`TraceDoc`."""
+    try:
+        doc = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise TraceError(f"not a Chrome/Kineto trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"malformed or truncated JSON: {exc}") from None
+    if isinstance(doc, list):
+        return TraceDoc(traceEvents=doc)
+    if doc.traceEvents is None:
+        raise TraceError("not a Chrome/Kineto trace: no traceEvents array")
+    return doc

@@ -1,0 +1,259 @@
+"""Ingest trace files into DuckDB: discover, parse in parallel, write one transaction per file.
+
+Parsing runs in worker processes (one per core); the main process is the only
+DuckDB writer and takes results in path order, so at most ``workers + 1``
+parsed files are held at once: peak memory follows the largest file, not the
+sum of files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import duckdb
+
+from pipeline import schema
+from pipeline.classify import DEFAULT_RULES, Classifier, Rule
+from pipeline.decode import TraceError, decode, unpack
+from pipeline.extract import Extracted, extract, rank_from_filename
+from pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass
+class Outcome:
+    """What happened to one file: status ``ok``, ``unchanged``, ``error`` or ``note``."""
+
+    path: str
+    status: str
+    message: str = ""
+    run_id: str | None = None
+    rank: int | None = None
+
+    def line(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class IngestReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "error"]
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    run_dir: Path
+    manifest: Manifest
+    manifest_raw: str | None
+    files: list[Path]
+
+
+def is_trace_file(path: Path) -> bool:
+    return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
+
+
+def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[Outcome]]:
+    """Group trace files by run directory (the directory that holds them)."""
+    runs: dict[Path, list[Path]] = {}
+    problems: list[Outcome] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            runs.setdefault(path.resolve().parent, []).append(path.resolve())
+        elif path.is_dir():
+            found = 0
+            for root, dirs, files in os.walk(path):  # does not follow symlinked dirs: no loops
+                dirs.sort()
+                for name in sorted(files):
+                    candidate = Path(root) / name
+                    if is_trace_file(candidate) and candidate.is_file():
+                        runs.setdefault(candidate.resolve().parent, []).append(candidate.resolve())
+                        found += 1
+            if not found:
+                problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
+        else:
+            problems.append(Outcome(str(path), "error", "no such file or directory"))
+    return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
+
+
+def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool):
+    """Worker: (sha256, bytes, json_bytes, Extracted | None, error | None)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        return None, 0, 0, None, f"cannot read file ({exc.strerror or exc})"
+    sha = hashlib.sha256(raw).hexdigest()
+    if sha == known_sha:
+        return sha, len(raw), 0, None, None
+    try:
+        data = unpack(raw)
+        return sha, len(raw), len(data), extract(decode(data), _classifier(rules), keep_python), None
+    except TraceError as exc:
+        return sha, len(raw), 0, None, str(exc)
+    except (MemoryError, RecursionError) as exc:
+        return sha, len(raw), 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
+
+
+_CLASSIFIERS: dict = {}
+
+
+def _classifier(rules: tuple[Rule, ...]) -> Classifier:
+    if rules not in _CLASSIFIERS:
+        _CLASSIFIERS[rules] = Classifier(rules)
+    return _CLASSIFIERS[rules]
+
+
+def ingest(
+    paths: Iterable[str | Path],
+    db: str | Path = "scaletrace.duckdb",
+    *,
+    rules: tuple[Rule, ...] = DEFAULT_RULES,
+    keep_python: bool = False,
+    workers: int | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    """Ingest trace files or run directories into the DuckDB file ``db``."""
+    report = IngestReport()
+
+    def record(outcome: Outcome) -> None:
+        report.outcomes.append(outcome)
+        if on_outcome:
+            on_outcome(outcome)
+
+    run_dirs, problems = discover(paths)
+    con = schema.open_for_write(db)
+    try:
+        for outcome in problems:
+            record(outcome)
+            _log(con, outcome)
+        runs = _read_runs(run_dirs, con, record)
+        known = dict(con.execute("SELECT path, sha256 FROM traces").fetchall())
+    finally:
+        con.close()  # workers are forked with no DuckDB instance (and its threads) alive
+    tasks = [(f, run) for run in runs for f in run.files]
+    parsed = _parse_all(tasks, known, rules, keep_python, workers)
+    first = next(parsed, None)
+    con = schema.open_for_write(db)
+    try:
+        done = 0
+        for item in itertools.chain([first] if first else [], parsed):
+            (path, run), result = item
+            outcome = _write(con, path, run, result)
+            record(outcome)
+            _log(con, outcome)
+            done += 1
+            if on_progress:
+                on_progress(done, len(tasks))
+    finally:
+        con.close()
+    return report
+
+
+def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:
+    runs = []
+    for run_dir, files in run_dirs.items():
+        try:
+            manifest, raw, warnings = read_manifest(run_dir)
+        except ManifestError as exc:
+            for f in files:
+                outcome = Outcome(str(f), "error", f"run.json unusable, trace skipped: {exc}")
+                record(outcome)
+                _log(con, outcome)
+            continue
+        for warning in warnings:
+            outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
+            record(outcome)
+            _log(con, outcome)
+        runs.append(RunInfo(manifest.run_id or run_dir.name, run_dir, manifest, raw, files))
+    return runs
+
+
+def _parse_all(tasks, known, rules, keep_python, workers):
+    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once."""
+    workers = workers or len(os.sched_getaffinity(0)) or 1
+    workers = max(1, min(workers, len(tasks)))
+    if workers == 1:
+        for task in tasks:
+            yield task, parse_file(str(task[0]), known.get(str(task[0])), rules, keep_python)
+        return
+    ctx = multiprocessing.get_context("fork")  # no __main__ re-import; pool starts before DuckDB opens
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: deque[tuple[tuple, Future]] = deque()
+        queue = iter(tasks)
+        for task in queue:
+            pending.append((task, pool.submit(parse_file, str(task[0]), known.get(str(task[0])),
+                                               rules, keep_python)))
+            if len(pending) > workers:
+                head, future = pending.popleft()
+                yield head, future.result()
+        while pending:
+            head, future = pending.popleft()
+            yield head, future.result()
+
+
+def _resolve_rank(path: Path, run: RunInfo, meta: dict, con) -> tuple[int, str]:
+    if meta["rank"] is not None:
+        return meta["rank"], "distributed_info"
+    if run.manifest.ranks and path.name in run.manifest.ranks:
+        return run.manifest.ranks[path.name], "manifest"
+    rank = rank_from_filename(path)
+    if rank is not None:
+        return rank, "file_name"
+    others = con.execute(
+        "SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?", [run.run_id, str(path)]
+    ).fetchone()[0]
+    if len(run.files) == 1 and others == 0:
+        return 0, "single_trace"
+    raise TraceError(
+        f"no rank in distributedInfo, run.json or the file name, and run '{run.run_id}' has "
+        f"{max(len(run.files), others + 1)} traces: name the files rank<N>.json(.gz) or add "
+        f'"ranks": {{"{path.name}": N}} to {MANIFEST_NAME}'
+    )
+
+
+def _write(con, path: Path, run: RunInfo, result) -> Outcome:
+    sha, nbytes, json_bytes, extracted, error = result
+    if error:
+        return Outcome(str(path), "error", error, run.run_id)
+    if extracted is None:
+        return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
+    try:
+        rank, rank_source = _resolve_rank(path, run, extracted.meta, con)
+        clash = con.execute(
+            "SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ?",
+            [run.run_id, rank, str(path)],
+        ).fetchone()
+        if clash:
+            raise TraceError(f"duplicate rank {rank} in run '{run.run_id}': also in {clash[0]}")
+    except TraceError as exc:
+        return Outcome(str(path), "error", str(exc), run.run_id)
+    row = run_row(run.run_id, str(run.run_dir), run.manifest, run.manifest_raw)
+    schema.write_trace(con, str(path), sha, nbytes, json_bytes, rank, rank_source, row, extracted)
+    message = f"ingested as run '{run.run_id}' rank {rank}"
+    if rank_source == "single_trace":
+        message += " (no rank in the trace or its name; a run of one trace is rank 0)"
+    return Outcome(str(path), "ok", message, run.run_id, rank)
+
+
+def _log(con, outcome: Outcome) -> None:
+    con.execute(
+        "INSERT INTO ingest_log VALUES (now(), ?, ?, ?, ?)",
+        [outcome.path, outcome.run_id, outcome.status, outcome.message],
+    )

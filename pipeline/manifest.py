@@ -1,0 +1,107 @@
+"""The run manifest, ``run.json`` (DESIGN.md, "The run manifest").
+
+Every key is optional.  Unknown keys are kept (in ``runs.manifest``) and
+warned about; a key of the wrong type is a one-line error naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+MANIFEST_NAME = "run.json"
+
+
+class ManifestError(ValueError):
+    """A run.json that cannot be used."""
+
+
+class Parallel(msgspec.Struct, forbid_unknown_fields=False):
+    dp: Optional[int] = None
+    tp: Optional[int] = None
+    pp: Optional[int] = None
+    cp: Optional[int] = None
+
+
+class Model(msgspec.Struct):
+    name: Optional[str] = None
+    num_params: Optional[float] = None
+    num_layers: Optional[int] = None
+    hidden_size: Optional[int] = None
+    flops_per_token: Optional[float] = None
+
+
+class Device(msgspec.Struct):
+    name: Optional[str] = None
+    peak_flops: Optional[float] = None
+    peak_flops_source: Optional[str] = None
+
+
+class Manifest(msgspec.Struct):
+    run_id: Optional[str] = None
+    workload: Optional[str] = None
+    scaling: Optional[str] = None
+    world_size: Optional[int] = None
+    num_nodes: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    parallel: Parallel = msgspec.field(default_factory=Parallel)
+    global_batch_size: Optional[int] = None
+    seq_len: Optional[int] = None
+    tokens_per_step: Optional[int] = None
+    model: Model = msgspec.field(default_factory=Model)
+    device: Device = msgspec.field(default_factory=Device)
+    software: Optional[dict[str, Optional[str]]] = None
+    hosts: Optional[list[str]] = None
+    labels: Optional[dict] = None
+    ranks: Optional[dict[str, int]] = None  # trace file name -> rank, for traces without one
+
+
+KNOWN_KEYS = set(Manifest.__struct_fields__)
+
+
+def read_manifest(run_dir: Path) -> tuple[Manifest, str | None, list[str]]:
+    """The manifest of a run directory, its raw JSON text and warnings (empty when absent)."""
+    path = run_dir / MANIFEST_NAME
+    if not path.is_file():
+        return Manifest(), None, []
+    raw = path.read_bytes()
+    try:
+        manifest = msgspec.json.decode(raw, type=Manifest)
+    except msgspec.ValidationError as exc:
+        raise ManifestError(f"{path}: {_key_message(exc)}") from None
+    except msgspec.DecodeError as exc:
+        raise ManifestError(f"{path}: not valid JSON ({exc})") from None
+    if manifest.scaling not in (None, "strong", "weak"):
+        raise ManifestError(f"{path}: key 'scaling' must be \"strong\" or \"weak\", got {manifest.scaling!r}")
+    unknown = sorted(set(json.loads(raw)) - KNOWN_KEYS)
+    warnings = [f"{path}: unknown key '{k}' kept in runs.manifest" for k in unknown]
+    return manifest, raw.decode("utf-8", "replace"), warnings
+
+
+def _key_message(exc: msgspec.ValidationError) -> str:
+    text = str(exc)
+    if " - at `$." in text:
+        reason, key = text.rsplit(" - at `$.", 1)
+        return f"key '{key.rstrip('`')}': {reason}"
+    return text
+
+
+def run_row(run_id: str, source_dir: str, m: Manifest, raw: str | None) -> dict:
+    """The ``runs`` table row for a manifest; ``tokens_per_step`` defaults to batch × seq."""
+    tokens = m.tokens_per_step
+    if tokens is None and m.global_batch_size is not None and m.seq_len is not None:
+        tokens = m.global_batch_size * m.seq_len
+    return {
+        "run_id": run_id, "source_dir": source_dir, "workload": m.workload, "scaling": m.scaling,
+        "world_size": m.world_size, "num_nodes": m.num_nodes, "gpus_per_node": m.gpus_per_node,
+        "dp": m.parallel.dp, "tp": m.parallel.tp, "pp": m.parallel.pp, "cp": m.parallel.cp,
+        "global_batch_size": m.global_batch_size, "seq_len": m.seq_len, "tokens_per_step": tokens,
+        "model_name": m.model.name, "num_params": m.model.num_params,
+        "num_layers": m.model.num_layers, "hidden_size": m.model.hidden_size,
+        "flops_per_token": m.model.flops_per_token, "device_name": m.device.name,
+        "peak_flops": m.device.peak_flops, "peak_flops_source": m.device.peak_flops_source,
+        "manifest": raw,
+    }

@@ -1,0 +1,73 @@
+"""Create the database and write one trace file's rows in one transaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+SCHEMA_SQL = Path(__file__).with_name("schema.sql")
+MACROS_SQL = Path(__file__).resolve().parent.parent / "queries" / "macros.sql"
+SCHEMA_VERSION = "1"
+CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives")
+
+
+class DatabaseError(RuntimeError):
+    """A database file that cannot be opened or used."""
+
+
+def open_for_write(db: str | Path) -> duckdb.DuckDBPyConnection:
+    try:
+        con = duckdb.connect(str(db))
+    except duckdb.IOException as exc:
+        raise DatabaseError(f"{db}: cannot open for writing ({_first_line(exc)})") from None
+    except duckdb.Error as exc:
+        raise DatabaseError(f"{db}: not a usable DuckDB file ({_first_line(exc)})") from None
+    con.execute("BEGIN")
+    con.execute(SCHEMA_SQL.read_text())
+    con.execute(MACROS_SQL.read_text())
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    con.execute("COMMIT")
+    return con
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def write_trace(con, path: str, sha: str, nbytes: int, json_bytes: int, rank: int,
+                rank_source: str, run: dict, ex) -> int:
+    """Replace the rows of ``path`` with ``ex`` (an Extracted) atomically; returns trace_id."""
+    con.execute("BEGIN")
+    try:
+        old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchone()
+        if old:
+            for table in CHILD_TABLES:
+                con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0]])
+            con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0]])
+        trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchone()[0]
+        cols = ", ".join(run)
+        con.execute(
+            f"INSERT OR REPLACE INTO runs ({cols}, updated_at) VALUES ({', '.join('?' * len(run))}, now())",
+            list(run.values()),
+        )
+        m = ex.meta
+        con.execute(
+            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', now())",
+            [trace_id, path, run["run_id"], rank, rank_source, sha, nbytes, json_bytes,
+             m["num_events"], m["host"], m["pid"], m["device_name"], m["world_size"],
+             m["backend"], m["nccl_version"], m["base_time_ns"], m["ts_fractional"],
+             m["trace_mode"]],
+        )
+        for table, arrow in zip(CHILD_TABLES, (ex.device, ex.cpu, ex.steps, ex.collectives)):
+            con.register("_incoming", arrow)
+            con.execute(
+                f"INSERT INTO {table} SELECT ?, ?, ?, * FROM _incoming",
+                [trace_id, run["run_id"], rank],
+            )
+            con.unregister("_incoming")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return trace_id
