@@ -24,7 +24,7 @@ class Database:
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
         try:
             self.con = duckdb.connect(str(self.path), read_only=True)
-            self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
 

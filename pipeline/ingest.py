@@ -218,7 +218,7 @@ def _resolve_rank(path: Path, run: RunInfo, meta: dict, con) -> tuple[int, str]:
         return rank, "file_name"
     others = con.execute(
         "SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?", [run.run_id, str(path)]
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     if len(run.files) == 1 and others == 0:
         return 0, "single_trace"
     raise TraceError(
@@ -237,11 +237,11 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
     try:
         rank, rank_source = _resolve_rank(path, run, extracted.meta, con)
         clash = con.execute(
-            "SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ?",
+            "SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? LIMIT 1",
             [run.run_id, rank, str(path)],
-        ).fetchone()
+        ).fetchall()
         if clash:
-            raise TraceError(f"duplicate rank {rank} in run '{run.run_id}': also in {clash[0]}")
+            raise TraceError(f"duplicate rank {rank} in run '{run.run_id}': also in {clash[0][0]}")
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
     row = run_row(run.run_id, str(run.run_dir), run.manifest, run.manifest_raw)

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import duckdb
 
+import queries
+
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
-MACROS_SQL = Path(__file__).resolve().parent.parent / "queries" / "macros.sql"
+MACROS_SQL = Path(queries.__file__).with_name("macros.sql")
 SCHEMA_VERSION = "1"
 CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives")
 
@@ -40,12 +42,12 @@ def write_trace(con, path: str, sha: str, nbytes: int, json_bytes: int, rank: in
     """Replace the rows of ``path`` with ``ex`` (an Extracted) atomically; returns trace_id."""
     con.execute("BEGIN")
     try:
-        old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchone()
+        old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchall()
         if old:
             for table in CHILD_TABLES:
-                con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0]])
-            con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0]])
-        trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchone()[0]
+                con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0][0]])
+            con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0][0]])
+        trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchall()[0][0]
         cols = ", ".join(run)
         con.execute(
             f"INSERT OR REPLACE INTO runs ({cols}, updated_at) VALUES ({', '.join('?' * len(run))}, now())",

@@ -1,0 +1,173 @@
+"""The ``scaletrace`` command line: thin verbs over the Python API."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import queries
+from pipeline.classify import DEFAULT_RULES, RulesError, load_rules
+from pipeline.db import connect
+from pipeline.ingest import ingest as run_ingest
+from pipeline.schema import DatabaseError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True,
+                         type=click.Path(dir_okay=False), help="DuckDB database file.")
+FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
+                             default="table", show_default=True,
+                             help="table for terminals; csv / json (one array of row objects) for pipes.")
+
+stderr = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit 1: a user mistake never shows a traceback."""
+    stderr.print(f"error: {message}", markup=False, highlight=False)
+    sys.exit(1)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="scaletrace")
+def main() -> None:
+    """scaletrace: where does step time go as distributed PyTorch training scales?
+
+    \b
+    Example:
+      scaletrace ingest runs/ --db runs.duckdb
+      scaletrace query rank_breakdown --db runs.duckdb
+    """
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@DB_OPTION
+@click.option("--keep-python", is_flag=True, help="Keep python_function events (skipped by default).")
+@click.option("--rules", type=click.Path(exists=True, dir_okay=False),
+              help="JSON rule table replacing the default kernel classification.")
+@click.option("--workers", type=int, default=None, help="Parser processes (default: one per core).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
+def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
+    """Ingest Chrome/Kineto trace files or run directories into DuckDB.
+
+    A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
+    run: run_id is the directory name unless its run.json says otherwise.
+    Directories are searched recursively.  Re-ingesting an unchanged file does
+    nothing; a changed file replaces its rows.  A file that cannot be ingested
+    prints one line `PATH: reason`; the others still ingest; exit status 1.
+
+    \b
+    Example:
+      scaletrace ingest ../shared/traces --db traces.duckdb
+      scaletrace ingest run-64gpu/rank0.json.gz run-64gpu/rank1.json.gz -q
+    """
+    try:
+        rule_table = load_rules(rules) if rules else DEFAULT_RULES
+    except RulesError as exc:
+        fail(str(exc))
+    counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
+    progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=stderr, disable=quiet, transient=True)
+
+    def on_outcome(outcome) -> None:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        if outcome.status == "error" or (outcome.status == "note" and not quiet):
+            prefix = "" if outcome.status == "error" else "note: "
+            progress.console.print(prefix + outcome.line(), markup=False, highlight=False)
+
+    task = progress.add_task("ingest", total=None)
+    try:
+        with progress:
+            report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
+                                on_outcome=on_outcome,
+                                on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+    except DatabaseError as exc:
+        fail(str(exc))
+    if not quiet:
+        stderr.print(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, "
+                     f"{counts['error']} failed -> {db}", highlight=False)
+    sys.exit(1 if report.errors else 0)
+
+
+def _emit(df: pl.DataFrame, fmt: str) -> None:
+    if fmt == "csv":
+        click.echo(df.write_csv(), nl=False)
+    elif fmt == "json":
+        click.echo(df.write_json())
+    else:
+        table = Table(show_lines=False)
+        for name in df.columns:
+            table.add_column(name, overflow="fold")
+        for row in df.iter_rows():
+            table.add_row(*[_cell(v) for v in row])
+        Console(width=None if sys.stdout.isatty() else 400).print(table)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("name", required=False)
+@DB_OPTION
+@click.option("-p", "--param", "params", multiple=True, nargs=2, metavar="KEY VALUE",
+              help="Query parameter, e.g. -p run_id llama-64.")
+@click.option("--list", "list_", is_flag=True, help="List the queries with one line each.")
+@click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
+@FORMAT_OPTION
+def query(name, db, params, list_, show, fmt) -> None:
+    """Run one of the metric queries (SQL files in queries/).
+
+    \b
+    Example:
+      scaletrace query --list
+      scaletrace query rank_breakdown --db traces.duckdb
+      scaletrace query rank_step_breakdown -p run_id param-dlrm-8rank --format csv
+    """
+    try:
+        if list_:
+            for qname in queries.names():
+                click.echo(f"{qname:28} {queries.load(qname).description}")
+            return
+        if not name:
+            raise click.UsageError("give a query NAME or --list")
+        q = queries.load(name)
+        if show:
+            click.echo(q.sql)
+            return
+        with connect(db) as database:
+            _emit(database.query(name, **dict(params)), fmt)
+    except (queries.QueryError, DatabaseError) as exc:
+        fail(str(exc))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("statement")
+@DB_OPTION
+@FORMAT_OPTION
+def sql(statement, db, fmt) -> None:
+    """Run ad-hoc read-only SQL against the database.
+
+    \b
+    Example:
+      scaletrace sql "SELECT kind, count(*) FROM device_events GROUP BY kind"
+      scaletrace sql "SELECT * FROM ingest_log WHERE status = 'error'" --format json
+    """
+    try:
+        with connect(db) as database:
+            _emit(database.sql(statement), fmt)
+    except (queries.QueryError, DatabaseError) as exc:
+        fail(str(exc))
+
+
+if __name__ == "__main__":
+    main()

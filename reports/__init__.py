@@ -1,0 +1,1 @@
+"""Reports: Altair HTML of scaling trends (issue 5; not built yet)."""
