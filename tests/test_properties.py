@@ -1,0 +1,68 @@
+"""Hypothesis properties of the interval SQL against a point-set reference.
+
+The reference counts covered integer nanoseconds with Python sets: slow but
+obviously right, and independent of the gaps-and-islands SQL under test.
+"""
+
+from __future__ import annotations
+
+import duckdb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.schema import MACROS_SQL, SCHEMA_SQL
+
+KINDS = ["compute", "comm", "memory", "sync", "other"]
+event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60))
+
+
+def breakdown(events: list[tuple[str, int, int]]) -> dict:
+    con = duckdb.connect()
+    con.execute(SCHEMA_SQL.read_text())
+    con.execute(MACROS_SQL.read_text())
+    con.executemany(
+        "INSERT INTO device_events (trace_id, run_id, rank, event_id, kind, ts_ns, dur_ns) "
+        "VALUES (1, 'r', 0, ?, ?, ?, ?)",
+        [(i, k, ts, dur) for i, (k, ts, dur) in enumerate(events)],
+    )
+    rel = con.sql("SELECT * FROM window_breakdown(false, NULL)")
+    rows = rel.fetchall()
+    return dict(zip(rel.columns, rows[0])) if rows else {}
+
+
+def covered(events, kinds) -> set[int]:
+    return {t for k, ts, dur in events if k in kinds for t in range(ts, ts + dur)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(event, min_size=1, max_size=25))
+def test_matches_point_set_reference(events):
+    r = breakdown(events)
+    compute, comm = covered(events, {"compute"}), covered(events, {"comm"})
+    memory, busy = covered(events, {"memory"}), covered(events, set(KINDS))
+    assert r["busy_ns"] == len(busy)
+    assert r["compute_ns"] == len(compute)
+    assert r["comm_ns"] == len(comm)
+    assert r["overlap_ns"] == len(compute & comm)
+    assert r["exposed_comm_ns"] == len(comm - compute)
+    assert r["exposed_memory_ns"] == len(memory - compute - comm)
+    span = max(ts + d for _, ts, d in events) - min(ts for _, ts, _ in events)
+    assert r["span_ns"] == span
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(event, min_size=1, max_size=25))
+def test_identity_and_bounds(events):
+    r = breakdown(events)
+    assert 0 <= r["exposed_comm_ns"] <= r["comm_ns"]
+    assert 0 <= r["overlap_ns"] <= min(r["comm_ns"], r["compute_ns"])
+    parts = r["compute_ns"] + r["exposed_comm_ns"] + r["exposed_memory_ns"] + r["other_ns"] + r["idle_ns"]
+    assert parts == r["span_ns"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(event, min_size=1, max_size=20), st.randoms())
+def test_invariant_to_event_order(events, rnd):
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    assert breakdown(events) == breakdown(shuffled)
