@@ -28,7 +28,7 @@ stderr = Console(stderr=True)
 
 def fail(message: str) -> None:
     """One line on stderr, exit 1: a user mistake never shows a traceback."""
-    stderr.print(f"error: {message}", markup=False, highlight=False)
+    stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(1)
 
 
@@ -78,7 +78,7 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
         if outcome.status == "error" or (outcome.status == "note" and not quiet):
             prefix = "" if outcome.status == "error" else "note: "
-            progress.console.print(prefix + outcome.line(), markup=False, highlight=False)
+            progress.console.print(prefix + outcome.line(), markup=False, highlight=False, soft_wrap=True)
 
     task = progress.add_task("ingest", total=None)
     try:

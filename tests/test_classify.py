@@ -1,0 +1,62 @@
+"""The rule table on real kernel names from ../shared/traces and awkward ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.classify import DEFAULT_RULES, Classifier, RulesError, load_rules
+
+CASES = [
+    # (side, category, name, kind): names copied from the shared real traces
+    ("gpu", "kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "comm"),
+    ("gpu", "kernel", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "comm"),
+    ("gpu", "kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "comm"),
+    ("gpu", "kernel", "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "comm"),  # RCCL, MI300X
+    ("gpu", "kernel", "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolution", "compute"),
+    ("gpu", "kernel", "triton_poi_fused_add_cos_sin_0", "compute"),
+    ("gpu", "kernel", "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "compute"),
+    ("gpu", "gpu_memcpy", "Memcpy DtoD (Device -> Device)", "memory"),
+    ("gpu", "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", "memory"),
+    ("gpu", "gpu_memset", "Memset (Device)", "memory"),
+    # awkward names and older schemas
+    ("gpu", "kernel", "rcclKernel_AllReduce_RING", "comm"),
+    ("gpu", "kernel", "NCCLKERNEL_upper_case", "comm"),
+    ("gpu", "kernel", "hcclAllReduce", "comm"),
+    ("gpu", "Kernel", "volta_sgemm_128x64_nn", "compute"),  # 2021: capitalised category
+    ("gpu", "Memcpy", "Memcpy DtoH (Device -> Pageable)", "memory"),
+    ("gpu", "kernel", "hipMemcpyAsync_kernel", "memory"),
+    ("gpu", "kernel", "dma_copy_engine", "memory"),
+    ("gpu", "cuda_sync", "Event Sync", "sync"),
+    ("gpu", "kernel", "Stream Wait Event", "sync"),
+    ("gpu", "kernel", "Context Sync", "sync"),
+    # CPU-only traces (gloo)
+    ("cpu", "user_annotation", "gloo:all_reduce", "comm"),
+    ("cpu", "user_annotation", "mpi:all_gather", "comm"),
+    ("cpu", "cpu_op", "aten::addmm", "compute"),
+    ("cpu", "user_annotation", "## forward ##", "other"),
+]
+
+
+@pytest.mark.parametrize("side,cat,name,kind", CASES)
+def test_default_rules(side, cat, name, kind):
+    assert Classifier().classify(side, cat.lower(), name) == kind
+
+
+def test_rules_are_overridable(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "prefix",
+                                 "pattern": "my_allreduce", "kind": "comm"}]
+                               + [r.__dict__ for r in DEFAULT_RULES]))
+    rules = load_rules(path)
+    assert Classifier(rules).classify("gpu", "kernel", "my_allreduce_kernel") == "comm"
+    assert Classifier().classify("gpu", "kernel", "my_allreduce_kernel") == "compute"
+
+
+def test_bad_rules_file_names_the_problem(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "prefix",
+                                 "pattern": "x", "kind": "network"}]))
+    with pytest.raises(RulesError, match="kind must be one of"):
+        load_rules(path)
