@@ -288,13 +288,15 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
 
 
 def _cpu_table(cpu_evs) -> pa.Table:
-    """Keep runtime calls, steps, collective ops and anything with a stream arg (HTA counts those)."""
+    """Keep runtime calls, steps, collective ops, kept python_function events and anything
+    with a stream arg (HTA counts those)."""
     cols = {k: [] for k in ("event_id", "cat", "name", "tid", "ts_ns", "dur_ns",
                             "correlation", "stream")}
     for index, ev, cat, name, ts, dur in cpu_evs:
         args = ev.args
         stream = _int(args.stream, "stream", index) if args is not None else None
         if not (cat in RUNTIME_CATS or "ProfilerStep" in name or stream is not None
+                or cat == "python_function"  # present only with --keep-python
                 or name.startswith(COLLECTIVE_OP_PREFIXES)):
             continue
         cols["event_id"].append(index)

@@ -1,0 +1,111 @@
+"""Ingest behaviour: idempotency, replacement, ranks, forms, collectives, the query loader."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+import queries
+from conftest import FIXTURES, cpu, kernel, query, write_trace
+from pipeline import connect, ingest
+
+
+def counts(db):
+    with connect(db) as d:
+        return d.sql("SELECT (SELECT count(*) FROM traces) AS t, (SELECT count(*) FROM device_events) AS e, "
+                     "(SELECT count(*) FROM collectives) AS c, (SELECT count(*) FROM steps) AS s").row(0)
+
+
+def test_same_files_twice_change_nothing_and_changed_file_replaces(tmp_path):
+    run = tmp_path / "micro-2rank"
+    shutil.copytree(FIXTURES / "micro-2rank", run)
+    db = tmp_path / "t.duckdb"
+    first = ingest([run], db=db)
+    assert [o.status for o in first.outcomes] == ["ok", "ok"]
+    before = counts(db)
+    again = ingest([run], db=db)
+    assert [o.status for o in again.outcomes] == ["unchanged", "unchanged"]
+    assert counts(db) == before
+    doc = json.loads((run / "rank1.json").read_text())
+    doc["traceEvents"].append(kernel("extra_kernel", 300, 10))
+    (run / "rank1.json").write_text(json.dumps(doc))
+    changed = ingest([run], db=db)
+    assert [o.status for o in changed.outcomes] == ["unchanged", "ok"]
+    assert counts(db)[1] == before[1] + 1  # one more device event, no duplicates
+
+
+def test_gzip_object_and_bare_array_forms_agree(tmp_path):
+    events = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce", 50, 100, stream=20)]
+    write_trace(tmp_path / "a" / "rank0.json.gz", events, rank=0, gz=True)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "rank0.json").write_text(json.dumps(events))
+    db = tmp_path / "t.duckdb"
+    assert not ingest([tmp_path / "a", tmp_path / "b"], db=db).errors
+    df = query(db, "rank_breakdown").drop("run_id")
+    assert df.row(0) == df.row(1)
+
+
+def test_single_rankless_trace_is_rank_0_with_a_note(tmp_path):
+    write_trace(tmp_path / "solo" / "trace.json", [kernel("gemm", 0, 10)])
+    report = ingest([tmp_path / "solo"], db=tmp_path / "t.duckdb")
+    assert report.outcomes[0].rank == 0 and "a run of one trace is rank 0" in report.outcomes[0].message
+
+
+def test_rank_from_manifest_then_file_name(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "worker-a.json", [kernel("gemm", 0, 10)])
+    write_trace(run / "node1_rank_3.json", [kernel("gemm", 0, 10)])
+    (run / "run.json").write_text(json.dumps({"ranks": {"worker-a.json": 5}}))
+    report = ingest([run], db=tmp_path / "t.duckdb", workers=1)
+    assert sorted(o.rank for o in report.outcomes) == [3, 5]
+
+
+def test_collective_metadata_sources(fixtures_db):
+    with connect(fixtures_db) as d:
+        rows = d.sql("SELECT rank, collective, pg_name, group_size, dtype, in_nelems, meta_source "
+                     "FROM collectives WHERE run_id = 'micro-2rank' ORDER BY rank, event_id").rows()
+    assert rows == [
+        (0, "all_reduce", "0", 2, "BFloat16", 4096, "kernel_args"),  # NCCL kernel args
+        (0, "all_reduce", "0", 2, "Float", 1024, "cpu_op"),  # ncclDevKernel_Generic: record_param_comms
+        (1, "all_reduce", None, None, None, None, "kernel_name"),  # ncclKernel_AllReduce_...
+    ]
+
+
+def test_python_functions_skipped_unless_kept(tmp_path):
+    events = [kernel("gemm", 0, 10), cpu("ProfilerStep#1", 0, 50, cat="user_annotation"),
+              cpu("train.py(10): step", 0, 40, cat="python_function")]
+    write_trace(tmp_path / "run" / "rank0.json", events, rank=0)
+    for keep, expected in ((False, 0), (True, 1)):
+        db = tmp_path / f"{keep}.duckdb"
+        ingest([tmp_path / "run"], db=db, keep_python=keep)
+        with connect(db) as d:
+            assert d.sql("SELECT count(*) FROM cpu_events WHERE cat = 'python_function'").item() == expected
+
+
+def test_query_loader_refuses_undeclared_parameters(tmp_path):
+    bad = tmp_path / "bad_query.sql"
+    bad.write_text("-- name: bad_query\n-- description: uses a parameter it does not declare\n"
+                   "SELECT * FROM traces WHERE run_id = $run_id\n")
+    with pytest.raises(queries.QueryError, match="differ"):
+        queries.parse(bad.read_text(), bad)
+
+
+def test_every_query_file_parses_and_documents_its_grain():
+    for name in queries.names():
+        q = queries.load(name)
+        assert q.grain and q.description
+        assert all(col.endswith(("_ns", "_us", "_pct")) or col in {"run_id", "rank", "step"}
+                   for col in _columns(name))
+
+
+def _columns(name):
+    import duckdb
+    from pipeline.schema import MACROS_SQL, SCHEMA_SQL
+    con = duckdb.connect()
+    con.execute(SCHEMA_SQL.read_text())
+    con.execute(MACROS_SQL.read_text())
+    q = queries.load(name)
+    return con.sql(q.sql, params={p: None for p in q.params}).columns
