@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,11 +36,17 @@ class Extracted:
     notes: list[str] = field(default_factory=list)
 
 
-def _ns(value: Decimal, what: str, index: int) -> int:
-    ns = int(value.scaleb(3).to_integral_value())
-    if abs(ns) > INT64_MAX:
-        raise TraceError(f"event #{index}: {what} {value} µs is beyond 64-bit nanoseconds")
-    return ns
+def _times(index: int, ev: Event) -> tuple[int, int]:
+    """(ts, dur) in integer ns, validated; Decimal keeps every digit of ns-resolution stamps."""
+    if ev.ts is None or ev.dur is None:
+        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): missing {'ts' if ev.ts is None else 'dur'}")
+    ts, dur = int(ev.ts.scaleb(3)), int(ev.dur.scaleb(3))
+    if not (-INT64_MAX <= ts <= INT64_MAX and 0 <= dur <= INT64_MAX):
+        if dur < 0:
+            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
+        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): timestamp {ev.ts} µs is beyond "
+                         "64-bit nanoseconds")
+    return ts, dur
 
 
 def _int(value, what: str, index: int) -> int | None:
@@ -106,40 +111,46 @@ class _Enclosing:
         return found
 
 
-def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False) -> Extracted:
+def _needed_on_gpu_trace(cat: str, ev: Event) -> bool:
+    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
+    name = ev.name or ""
+    return (cat in RUNTIME_CATS or "ProfilerStep" in name or cat == "python_function"
+            or name.startswith(COLLECTIVE_OP_PREFIXES)
+            or (ev.args is not None and ev.args.stream is not None))
+
+
+def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
+            fractional: bool = False) -> Extracted:
+    """``fractional``: some timestamp in the file is written with a decimal point (HTA rounds those)."""
     events = doc.traceEvents or []
-    device_evs, cpu_evs, runtime, step_rows = [], [], {}, []
-    fractional = False
+    device_raw, cpu_raw = [], []
+    lower: dict = {}
     for index, ev in enumerate(events):
-        if ev.ts is not None and not fractional and ev.ts.as_tuple().exponent < 0:
-            fractional = True
         if ev.ph != "X":
             continue
-        cat = (ev.cat or "").lower()
-        if cat == "python_function" and not keep_python:
-            continue
-        if ev.ts is None or ev.dur is None:
-            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): missing {'ts' if ev.ts is None else 'dur'}")
-        ts, dur = _ns(ev.ts, "ts", index), _ns(ev.dur, "dur", index)
-        if dur < 0:
-            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
-        name = ev.name or ""
+        cat = lower.get(ev.cat)
+        if cat is None:
+            cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in DEVICE_CATS:
-            device_evs.append((index, ev, cat, name, ts, dur))
+            device_raw.append((index, ev, cat))
+        elif cat == "trace" or (cat == "python_function" and not keep_python):
             continue
-        if cat == "trace" or (cat == "gpu_user_annotation" and "ProfilerStep" not in name):
-            continue
-        cpu_evs.append((index, ev, cat, name, ts, dur))  # GPU-side ProfilerStep: for HTA's filter
-        if cat == "gpu_user_annotation":
-            continue
-        args = ev.args
-        if cat in RUNTIME_CATS and args is not None:
-            corr = _int(args.correlation, "correlation", index)
+        elif cat != "gpu_user_annotation" or "ProfilerStep" in (ev.name or ""):
+            cpu_raw.append((index, ev, cat))  # GPU-side ProfilerStep kept for HTA's filter
+    if device_raw:
+        cpu_raw = [r for r in cpu_raw if _needed_on_gpu_trace(r[2], r[1])]
+    device_evs = [(i, ev, cat, ev.name or "", *_times(i, ev)) for i, ev, cat in device_raw]
+    cpu_evs = [(i, ev, cat, ev.name or "", *_times(i, ev)) for i, ev, cat in cpu_raw]
+    runtime, step_rows = {}, []
+    for index, ev, cat, name, ts, dur in cpu_evs:
+        if cat in RUNTIME_CATS and ev.args is not None:
+            corr = _int(ev.args.correlation, "correlation", index)
             if corr is not None:
                 runtime[corr] = (ts, ev.tid)
-        match = STEP_RE.search(name) if "ProfilerStep" in name else None
-        if match:
-            step_rows.append((int(match.group(1)), ts, ts + dur))
+        elif cat != "gpu_user_annotation" and "ProfilerStep" in name:
+            match = STEP_RE.search(name)
+            if match:
+                step_rows.append((int(match.group(1)), ts, ts + dur))
     steps = _Steps(step_rows)
     meta = _meta(doc, fractional, len(events), cpu_evs)
     if device_evs:
@@ -151,7 +162,7 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False) ->
     return Extracted(
         meta=meta,
         device=device,
-        cpu=_cpu_table(cpu_evs),
+        cpu=_cpu_table(cpu_evs, cpu_only=not device_evs),
         steps=pa.table({
             "step": pa.array([r[0] for r in steps.rows], pa.int64()),
             "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
@@ -287,18 +298,16 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
                      for i, (name, typ) in enumerate(COLLECTIVE_COLUMNS)})
 
 
-def _cpu_table(cpu_evs) -> pa.Table:
-    """Keep runtime calls, steps, collective ops, kept python_function events and anything
-    with a stream arg (HTA counts those)."""
+def _cpu_table(cpu_evs, cpu_only: bool) -> pa.Table:
+    """Runtime calls, steps, collective ops, kept python_function events and events with a
+    stream arg (HTA counts those); on GPU traces ``cpu_evs`` holds only those already."""
     cols = {k: [] for k in ("event_id", "cat", "name", "tid", "ts_ns", "dur_ns",
                             "correlation", "stream")}
     for index, ev, cat, name, ts, dur in cpu_evs:
+        if cpu_only and not _needed_on_gpu_trace(cat, ev):
+            continue
         args = ev.args
         stream = _int(args.stream, "stream", index) if args is not None else None
-        if not (cat in RUNTIME_CATS or "ProfilerStep" in name or stream is not None
-                or cat == "python_function"  # present only with --keep-python
-                or name.startswith(COLLECTIVE_OP_PREFIXES)):
-            continue
         cols["event_id"].append(index)
         cols["cat"].append(ev.cat)
         cols["name"].append(name)

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
+import re
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from pipeline.extract import Extracted, extract, rank_from_filename
 from pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+# A timestamp written with a decimal point anywhere in the file: HTA then rounds every
+# event to whole µs (its ts column is float), and hta_* queries must do the same.
+FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
 
 
 @dataclass
@@ -103,7 +107,9 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         return sha, len(raw), 0, None, None
     try:
         data = unpack(raw)
-        return sha, len(raw), len(data), extract(decode(data), _classifier(rules), keep_python), None
+        fractional = FRACTIONAL_TS.search(data) is not None
+        extracted = extract(decode(data), _classifier(rules), keep_python, fractional)
+        return sha, len(raw), len(data), extracted, None
     except TraceError as exc:
         return sha, len(raw), 0, None, str(exc)
     except (MemoryError, RecursionError) as exc:
