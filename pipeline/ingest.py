@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import duckdb
+import pyarrow as pa
+
 
 from pipeline import schema
 from pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from pipeline.decode import TraceError, decode, unpack
-from pipeline.extract import Extracted, extract, rank_from_filename
+from pipeline.extract import extract, rank_from_filename
 from pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -251,7 +253,10 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
     row = run_row(run.run_id, str(run.run_dir), run.manifest, run.manifest_raw)
-    schema.write_trace(con, str(path), sha, nbytes, json_bytes, rank, rank_source, row, extracted)
+    try:
+        schema.write_trace(con, str(path), sha, nbytes, json_bytes, rank, rank_source, row, extracted)
+    except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
+        return Outcome(str(path), "error", f"cannot store: {str(exc).splitlines()[0]}", run.run_id)
     message = f"ingested as run '{run.run_id}' rank {rank}"
     if rank_source == "single_trace":
         message += " (no rank in the trace or its name; a run of one trace is rank 0)"

@@ -24,7 +24,6 @@ import argparse
 import gzip
 import logging
 import os
-import resource
 import shutil
 import subprocess
 import sys
