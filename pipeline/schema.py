@@ -10,6 +10,7 @@ import queries
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 MACROS_SQL = Path(queries.__file__).with_name("macros.sql")
+REFERENCE_SQL = Path(queries.__file__).with_name("reference.sql")
 SCHEMA_VERSION = "1"
 CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives")
 
@@ -27,6 +28,7 @@ def open_for_write(db: str | Path) -> duckdb.DuckDBPyConnection:
         raise DatabaseError(f"{db}: not a usable DuckDB file ({_first_line(exc)})") from None
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
+    con.execute(REFERENCE_SQL.read_text())
     con.execute(MACROS_SQL.read_text())
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     con.execute("COMMIT")

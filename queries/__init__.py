@@ -21,7 +21,7 @@ from pathlib import Path
 
 QUERY_DIR = Path(__file__).parent
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-NOT_QUERIES = {"macros"}
+NOT_QUERIES = {"macros", "reference"}
 
 
 class QueryError(ValueError):

@@ -1,15 +1,14 @@
 -- Table macros shared by the query files; created in the database by ingest,
 -- so the plain duckdb CLI can call them too.
 --
--- window_unions(per_step, run): for every trace (rank) and window, the length
--- of the union of the device intervals of each *set* of kinds.  A window is the
--- whole trace (per_step = false, step is NULL) or one ProfilerStep (per_step =
--- true; a device event belongs to the step of the CPU call that launched it).
--- Sets: all, compute, comm, memory, cc (compute ∪ comm), ccm (compute ∪ comm ∪
--- memory).  Every breakdown metric follows from these lengths by
--- inclusion-exclusion, e.g. |U(compute) ∩ U(comm)| = compute + comm − cc.
--- Units: ns.  run: a run_id, or NULL for every run.
-CREATE OR REPLACE MACRO window_unions(per_step, run) AS TABLE
+-- window_islands(per_step, run): the union of the device intervals of each
+-- *set* of kinds, as disjoint merged intervals, per trace (rank) and window.
+-- A window is the whole trace (per_step = false, step is NULL) or one
+-- ProfilerStep (per_step = true; a device event belongs to the step of the
+-- CPU call that launched it).  Sets: all, compute, comm, memory, cc (compute
+-- ∪ comm), ccm (compute ∪ comm ∪ memory).  Units: ns.  run: a run_id, or
+-- NULL for every run.
+CREATE OR REPLACE MACRO window_islands(per_step, run) AS TABLE
 WITH membership(kind, set_name) AS (
     VALUES ('compute', 'compute'), ('compute', 'cc'), ('compute', 'ccm'), ('compute', 'all'),
            ('comm', 'comm'), ('comm', 'cc'), ('comm', 'ccm'), ('comm', 'all'),
@@ -36,15 +35,18 @@ islands AS (
                PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns
                ROWS UNBOUNDED PRECEDING) AS island
     FROM marked
-),
-merged AS (
-    SELECT trace_id, run_id, rank, step, set_name, min(ts_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM islands GROUP BY trace_id, run_id, rank, step, set_name, island
 )
+SELECT trace_id, run_id, rank, step, set_name, min(ts_ns) AS start_ns, max(end_ns) AS end_ns
+FROM islands GROUP BY trace_id, run_id, rank, step, set_name, island;
+
+-- window_unions(per_step, run): |U(set)| per trace, window and set, with the
+-- first start and last end (ns).  Every breakdown metric follows from these
+-- lengths by inclusion-exclusion, e.g. |U(compute) ∩ U(comm)| = compute + comm − cc.
+CREATE OR REPLACE MACRO window_unions(per_step, run) AS TABLE
 SELECT trace_id, run_id, rank, step, set_name,
        sum(end_ns - start_ns)::BIGINT AS union_ns,
        min(start_ns) AS first_ns, max(end_ns) AS last_ns
-FROM merged GROUP BY trace_id, run_id, rank, step, set_name;
+FROM window_islands(per_step, run) GROUP BY trace_id, run_id, rank, step, set_name;
 
 -- window_breakdown(per_step, run): one row per trace × window with every
 -- breakdown column of DESIGN.md "Metric definitions" (ns and pct).
@@ -171,3 +173,191 @@ SELECT trace_id, run_id, rank, set_name,
        min(ts_ns) AS first_ns,
        arg_max(end_ns, ts_ns) AS last_end_ns
 FROM merged GROUP BY trace_id, run_id, rank, set_name;
+
+-- comm_events(run): one row per communication device event (collective
+-- instance on one rank) with its metadata, sizes, exposure and bandwidth.
+--  * exposed_ns = |event \ U(compute)| on the same rank (TraceLens's exposed
+--    communication, per event);
+--  * seq: the trace's sequence number when it has one, else the event's order
+--    (0, 1, ...) among the rank's comm events of the same process group
+--    (`pg_key`: pg_name, or '?' when the trace names none);
+--  * in_bytes / out_bytes = elements × dtype size (dtype_sizes);
+--  * algbw_gbps = S / duration, S = out_bytes for all_gather, in_bytes for
+--    every other collective; busbw_gbps = algbw × factor with n = group size:
+--    all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n;
+--    broadcast, reduce, send, recv, send_recv 1 (nccl-tests PERFORMANCE.md).
+--    GB = 1e9 bytes.  bw_null_reason says why bandwidth is NULL.
+--  * aligned_start_ns: start on a clock shared by the ranks of the run
+--    (ts + baseTimeNanoseconds when every trace of the run has it).
+CREATE OR REPLACE MACRO comm_events(run) AS TABLE
+WITH base AS (
+    SELECT run_id, bool_and(base_time_ns IS NOT NULL) AS all_have_base FROM traces
+    WHERE run IS NULL OR run_id = run GROUP BY run_id
+),
+c AS (
+    SELECT d.trace_id, d.run_id, d.rank, d.event_id, d.lane, d.name AS kernel,
+           d.ts_ns AS start_ns, d.dur_ns, d.ts_ns + d.dur_ns AS end_ns,
+           d.ts_ns + CASE WHEN b.all_have_base THEN t.base_time_ns ELSE 0 END AS aligned_start_ns,
+           co.collective, co.pg_name, co.pg_desc, coalesce(co.pg_name, '?') AS pg_key,
+           co.group_size, co.dtype, co.in_nelems, co.out_nelems, co.seq AS trace_seq, co.meta_source,
+           s.bytes AS dtype_bytes
+    FROM device_events d
+    JOIN collectives co USING (trace_id, event_id)
+    JOIN traces t USING (trace_id)
+    JOIN base b ON b.run_id = d.run_id
+    LEFT JOIN dtype_sizes s ON s.dtype = lower(replace(co.dtype, 'c10::', ''))
+    WHERE d.kind = 'comm' AND (run IS NULL OR d.run_id = run)
+),
+compute AS (
+    SELECT trace_id, start_ns, end_ns FROM window_islands(false, run) WHERE set_name = 'compute'
+),
+hidden AS (
+    SELECT c.trace_id, c.event_id,
+           sum(least(c.end_ns, i.end_ns) - greatest(c.start_ns, i.start_ns)) AS hidden_ns
+    FROM c JOIN compute i ON i.trace_id = c.trace_id AND i.start_ns < c.end_ns AND i.end_ns > c.start_ns
+    GROUP BY c.trace_id, c.event_id
+),
+sized AS (
+    SELECT c.*,
+           c.dur_ns - coalesce(h.hidden_ns, 0) AS exposed_ns,
+           coalesce(c.trace_seq, row_number() OVER (
+               PARTITION BY c.trace_id, c.pg_key ORDER BY c.start_ns, c.event_id) - 1) AS seq,
+           CASE WHEN c.trace_seq IS NULL THEN 'order' ELSE 'trace' END AS seq_source,
+           c.in_nelems * c.dtype_bytes AS in_bytes,
+           c.out_nelems * c.dtype_bytes AS out_bytes,
+           CASE c.collective
+               WHEN 'all_reduce' THEN 2.0 * (c.group_size - 1) / c.group_size
+               WHEN 'all_gather' THEN 1.0 * (c.group_size - 1) / c.group_size
+               WHEN 'reduce_scatter' THEN 1.0 * (c.group_size - 1) / c.group_size
+               WHEN 'all_to_all' THEN 1.0 * (c.group_size - 1) / c.group_size
+               WHEN 'broadcast' THEN 1.0 WHEN 'reduce' THEN 1.0
+               WHEN 'send' THEN 1.0 WHEN 'recv' THEN 1.0 WHEN 'send_recv' THEN 1.0
+           END AS busbw_factor
+    FROM c LEFT JOIN hidden h USING (trace_id, event_id)
+),
+bw AS (
+    SELECT *,
+           CASE WHEN collective = 'all_gather' THEN out_bytes ELSE in_bytes END AS algbw_bytes
+    FROM sized
+)
+SELECT * REPLACE (exposed_ns::BIGINT AS exposed_ns),
+       algbw_bytes / nullif(dur_ns, 0) AS algbw_gbps,  -- bytes per ns = GB/s
+       algbw_bytes / nullif(dur_ns, 0) * busbw_factor AS busbw_gbps,
+       CASE WHEN collective IS NULL THEN 'collective type unknown'
+            WHEN in_nelems IS NULL AND out_nelems IS NULL THEN 'no message size in the trace'
+            WHEN dtype_bytes IS NULL THEN 'unknown dtype ' || coalesce(dtype, 'NULL')
+            WHEN algbw_bytes IS NULL THEN 'no ' || CASE WHEN collective = 'all_gather' THEN 'out' ELSE 'in' END || ' size in the trace'
+            WHEN busbw_factor IS NULL AND group_size IS NULL THEN 'no group size in the trace'
+            WHEN busbw_factor IS NULL THEN 'no bus-bandwidth factor for ' || collective
+            WHEN dur_ns = 0 THEN 'zero duration'
+       END AS bw_null_reason
+FROM bw;
+
+-- matched_collectives(run): the k-th collective of a process group on each
+-- rank of a run is the same collective (matched by pg_key + seq).  One row per
+-- rank-instance with the per-collective figures: transfer_ns = min duration
+-- over ranks; wait_ns = duration − transfer; skew_ns = latest − earliest
+-- aligned start; straggler_rank = the latest to arrive; types_agree = every
+-- rank saw the same collective type (a mismatch is reported, not hidden).
+-- The wait is taken to be the *first* wait_ns of the kernel (it starts,
+-- waits for its peers, then transfers): exposed_wait_ns = |[start, start +
+-- wait) \ U(compute)|, exposed_transfer_ns = exposed_ns − exposed_wait_ns.
+CREATE OR REPLACE MACRO matched_collectives(run) AS TABLE
+WITH e AS (SELECT * FROM comm_events(run)),
+m AS (
+    SELECT run_id, pg_key, seq,
+           count(*) AS num_ranks,
+           min(dur_ns) AS transfer_ns,
+           max(dur_ns) - min(dur_ns) AS max_wait_ns,
+           max(aligned_start_ns) - min(aligned_start_ns) AS skew_ns,
+           arg_max(rank, aligned_start_ns) AS straggler_rank,
+           count(DISTINCT coalesce(collective, '?')) = 1 AS types_agree,
+           string_agg(DISTINCT coalesce(collective, '?'), ',' ORDER BY coalesce(collective, '?')) AS collectives_seen
+    FROM e GROUP BY run_id, pg_key, seq
+),
+j AS (
+    SELECT e.*, m.num_ranks, m.transfer_ns, e.dur_ns - m.transfer_ns AS wait_ns, m.max_wait_ns,
+           m.skew_ns, m.straggler_rank, m.types_agree, m.collectives_seen
+    FROM e JOIN m USING (run_id, pg_key, seq)
+),
+compute AS (
+    SELECT trace_id, start_ns, end_ns FROM window_islands(false, run) WHERE set_name = 'compute'
+),
+hidden_wait AS (
+    SELECT j.trace_id, j.event_id,
+           sum(least(j.start_ns + j.wait_ns, i.end_ns) - greatest(j.start_ns, i.start_ns)) AS hidden_ns
+    FROM j JOIN compute i ON i.trace_id = j.trace_id
+         AND i.start_ns < j.start_ns + j.wait_ns AND i.end_ns > j.start_ns
+    GROUP BY j.trace_id, j.event_id
+)
+SELECT j.*, (j.wait_ns - coalesce(h.hidden_ns, 0))::BIGINT AS exposed_wait_ns,
+       (j.exposed_ns - j.wait_ns + coalesce(h.hidden_ns, 0))::BIGINT AS exposed_transfer_ns
+FROM j LEFT JOIN hidden_wait h USING (trace_id, event_id);
+
+-- run_metrics(run): one row per run with throughput, MFU and the step-time
+-- shares (DESIGN.md "Run level"); see queries/run_summary.sql for the columns.
+CREATE OR REPLACE MACRO run_metrics(run) AS TABLE
+WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
+tr AS (
+    SELECT run_id, count(DISTINCT rank) AS num_ranks, max(world_size) AS trace_world_size,
+           any_value(device_name) AS trace_device_name
+    FROM traces WHERE run IS NULL OR run_id = run GROUP BY run_id
+),
+slowest AS (
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
+    WHERE run IS NULL OR run_id = run GROUP BY run_id, step
+),
+step_time AS (
+    SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
+    FROM slowest GROUP BY run_id
+),
+shares AS (
+    SELECT run_id, sum(span_ns) AS span_ns, sum(compute_ns) AS compute_ns,
+           sum(exposed_comm_ns) AS exposed_comm_ns, sum(exposed_memory_ns) AS exposed_memory_ns,
+           sum(idle_ns) AS idle_ns
+    FROM window_breakdown(false, run) GROUP BY run_id
+),
+base AS (
+    SELECT r.*, tr.num_ranks,
+           coalesce(r.world_size, tr.trace_world_size, tr.num_ranks) AS gpus,
+           coalesce(r.device_name, tr.trace_device_name) AS device,
+           st.step_time_ns, st.num_steps,
+           coalesce(r.flops_per_token,
+                    6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
+                    6 * r.num_params) AS fpt,
+           sh.span_ns, sh.compute_ns AS c_ns, sh.exposed_comm_ns AS ec_ns,
+           sh.exposed_memory_ns AS em_ns, sh.idle_ns AS i_ns
+    FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
+    LEFT JOIN shares sh USING (run_id)
+),
+peaks AS (
+    SELECT b.run_id, arg_max(p.peak_flops, length(p.pattern)) AS table_peak
+    FROM base b JOIN device_peaks p ON contains(lower(b.device), lower(p.pattern))
+    GROUP BY b.run_id
+),
+m AS (
+    SELECT b.*, coalesce(b.peak_flops, peaks.table_peak) AS peak,
+           CASE WHEN b.peak_flops IS NOT NULL THEN coalesce(b.peak_flops_source, 'manifest')
+                WHEN peaks.table_peak IS NOT NULL THEN 'table' END AS peak_source,
+           b.tokens_per_step / (b.step_time_ns / 1e9) AS tps
+    FROM base b LEFT JOIN peaks USING (run_id)
+)
+SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, num_nodes,
+       dp, tp, pp, cp, num_ranks AS ranks_traced, num_steps, step_time_ns, tokens_per_step,
+       tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
+       fpt AS flops_per_token, device AS device_name, peak AS peak_flops_per_gpu,
+       peak_source AS peak_flops_source,
+       100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
+       NULL::DOUBLE AS energy_per_token_j,
+       100.0 * c_ns / span_ns AS compute_pct,
+       100.0 * ec_ns / span_ns AS exposed_comm_pct,
+       100.0 * em_ns / span_ns AS exposed_memory_pct,
+       100.0 * i_ns / span_ns AS idle_pct,
+       concat_ws('; ',
+           CASE WHEN step_time_ns IS NULL THEN 'no ProfilerStep annotations: no step time' END,
+           CASE WHEN tokens_per_step IS NULL
+                THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json' END,
+           CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
+           CASE WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
+           'no power samples: energy needs the collector''s NVML samples') AS null_reasons
+FROM m;

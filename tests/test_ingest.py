@@ -92,19 +92,29 @@ def test_query_loader_refuses_undeclared_parameters(tmp_path):
         queries.parse(bad.read_text(), bad)
 
 
-def test_every_query_file_parses_and_documents_its_grain():
-    for name in queries.names():
-        q = queries.load(name)
-        assert q.grain and q.description
-        assert all(col.endswith(("_ns", "_us", "_pct")) or col in {"run_id", "rank", "step"}
-                   for col in _columns(name))
+UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu")
+# Identifiers, labels, counts and named quantities whose unit is in the name or the header.
+UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq", "seq_source",
+            "group_size", "dtype", "bw_null_reason", "meta_source", "kernel", "count", "num_ranks",
+            "workload", "sweep", "scaling", "world_size", "num_nodes", "dp", "tp", "pp", "cp",
+            "ranks_traced", "num_steps", "tokens_per_step", "flops_per_token", "device_name",
+            "peak_flops_per_gpu", "peak_flops_source", "null_reasons", "baseline_run", "speedup",
+            "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
+            "layout", "layouts_at_size", "rank_by_tokens_per_s"}
 
 
-def _columns(name):
-    import duckdb
-    from pipeline.schema import MACROS_SQL, SCHEMA_SQL
-    con = duckdb.connect()
-    con.execute(SCHEMA_SQL.read_text())
-    con.execute(MACROS_SQL.read_text())
+@pytest.mark.parametrize("name", queries.names())
+def test_every_query_documents_its_grain_and_units(name):
     q = queries.load(name)
+    assert q.grain and q.description
+    odd = [c for c in _columns(q) if not c.endswith(UNIT_SUFFIXES) and c not in UNITLESS]
+    assert not odd, f"columns without a unit suffix: {odd}"
+
+
+def _columns(q):
+    import duckdb
+    from pipeline.schema import MACROS_SQL, REFERENCE_SQL, SCHEMA_SQL
+    con = duckdb.connect()
+    for sql in (SCHEMA_SQL, REFERENCE_SQL, MACROS_SQL):
+        con.execute(sql.read_text())
     return con.sql(q.sql, params={p: None for p in q.params}).columns

@@ -1,0 +1,24 @@
+-- name: rank_wait
+-- description: Per rank, communication split into transfer and waiting for a slow peer, exposed part too.
+-- grain: one row per run × rank (ranks with communication kernels)
+-- param: run_id  optional; only this run (NULL: every run)
+-- For each matched collective (see collective_skew): transfer = the fastest
+-- rank's duration, wait = this rank's duration − transfer.  Summed per rank:
+-- comm_ns = Σ durations = transfer_ns + wait_ns.  The wait is taken to be the
+-- first part of each kernel, so exposed_ns (Σ |event \ U(compute)|) splits into
+-- exposed_wait_ns and exposed_transfer_ns.  straggler_count = collectives on
+-- which this rank arrived last.  wait_pct = 100·wait/comm.
+-- Units: *_ns nanoseconds, *_pct percent.
+SELECT run_id, rank,
+       count(*) AS num_collectives,
+       sum(dur_ns)::BIGINT AS comm_ns,
+       sum(transfer_ns)::BIGINT AS transfer_ns,
+       sum(wait_ns)::BIGINT AS wait_ns,
+       sum(exposed_ns)::BIGINT AS exposed_ns,
+       sum(exposed_transfer_ns)::BIGINT AS exposed_transfer_ns,
+       sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
+       count(*) FILTER (WHERE straggler_rank = rank AND num_ranks > 1) AS straggler_count,
+       100.0 * sum(wait_ns) / nullif(sum(dur_ns), 0) AS wait_pct
+FROM matched_collectives($run_id)
+GROUP BY run_id, rank
+ORDER BY run_id, rank
