@@ -6,7 +6,7 @@
 -- within the group on each rank.  transfer_ns = min duration over ranks;
 -- max_wait_ns = max duration − transfer; skew_ns = latest start − earliest
 -- start, on clocks aligned by baseTimeNanoseconds when every trace has it;
--- straggler_rank = the latest to arrive.  types_agree is false when the ranks
+-- straggler_rank = the latest to arrive (NULL when skew_ns = 0).  types_agree is false when the ranks
 -- disagree on the collective type (collectives_seen lists them): the pairing
 -- is then suspect and reported, not hidden.  num_ranks < the run's ranks means
 -- some ranks have fewer collectives in the group.

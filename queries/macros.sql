@@ -257,7 +257,8 @@ FROM bw;
 -- rank of a run is the same collective (matched by pg_key + seq).  One row per
 -- rank-instance with the per-collective figures: transfer_ns = min duration
 -- over ranks; wait_ns = duration − transfer; skew_ns = latest − earliest
--- aligned start; straggler_rank = the latest to arrive; types_agree = every
+-- aligned start; straggler_rank = the latest to arrive (NULL when all start
+-- at the same time); types_agree = every
 -- rank saw the same collective type (a mismatch is reported, not hidden).
 -- The wait is taken to be the *first* wait_ns of the kernel (it starts,
 -- waits for its peers, then transfers): exposed_wait_ns = |[start, start +
@@ -270,7 +271,8 @@ m AS (
            min(dur_ns) AS transfer_ns,
            max(dur_ns) - min(dur_ns) AS max_wait_ns,
            max(aligned_start_ns) - min(aligned_start_ns) AS skew_ns,
-           arg_max(rank, aligned_start_ns) AS straggler_rank,
+           CASE WHEN max(aligned_start_ns) > min(aligned_start_ns)
+                THEN arg_max(rank, aligned_start_ns) END AS straggler_rank,  -- none when all arrive at once
            count(DISTINCT coalesce(collective, '?')) = 1 AS types_agree,
            string_agg(DISTINCT coalesce(collective, '?'), ',' ORDER BY coalesce(collective, '?')) AS collectives_seen
     FROM e GROUP BY run_id, pg_key, seq

@@ -1,0 +1,137 @@
+"""A seeded generator of valid Kineto traces with known answers, for tests and benchmarks.
+
+Each rank of a run, in each step s (times in µs, s0 = s × step_us):
+
+* ``ProfilerStep#(s+1)`` on the CPU, [s0, s0 + step_us);
+* one compute kernel on stream 7, [a, a + compute_us) with a = s0 + 10, and
+  ``+ straggler_delay_us`` on the straggler rank;
+* one DP all_reduce on stream 20 (process group "0", all ranks) that starts
+  ``overlap_us`` before its rank's compute ends and ends on every rank
+  ``transfer_us`` after the last rank arrived; so on rank r: duration =
+  (latest start − start_r) + transfer_us, the fastest rank's duration is
+  transfer_us, and the exposed part is duration − overlap_us;
+* optionally (``tp_comm_us`` > 0) an all_gather on stream 21 (process group
+  "1") right after the all_reduce, fully exposed.
+
+Every kernel is launched by a ``cudaLaunchKernel`` inside the step (linked by
+correlation) and carries NCCL kernel args (collective name, process group,
+group size, dtype, element counts).  Rank r's clock is offset by
+``clock_offset_us × r`` and its ``baseTimeNanoseconds`` compensates, so aligned
+times agree across ranks.  ``run.json`` carries the workload, layout, tokens,
+model size and device peak.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+BASE_TIME_NS = 1_700_000_000_000_000_000
+
+
+@dataclass
+class SynthRun:
+    """Parameters of one generated run; times in µs."""
+
+    run_id: str
+    ranks: int = 2
+    steps: int = 3
+    step_us: int = 1000
+    compute_us: int = 300
+    overlap_us: int = 50  # all_reduce starts this long before its rank's compute ends
+    transfer_us: int = 100  # the all_reduce's duration on the last rank to arrive (must be >= overlap_us)
+    straggler_rank: int | None = None
+    straggler_delay_us: int = 0
+    tp_comm_us: int = 0
+    nelems: int = 1 << 20  # all_reduce elements (float32)
+    clock_offset_us: int = 0
+    workload: str | None = None
+    scaling: str = "strong"
+    tokens_per_step: int | None = 8192
+    num_params: float | None = 1e9
+    peak_flops: float | None = 989e12
+    device_name: str = "NVIDIA H100 80GB HBM3"
+    parallel: dict = field(default_factory=dict)
+    seed: int = 0  # shuffles event order in the file (the answers must not depend on it)
+
+    def starts(self, step: int) -> dict[int, int]:
+        """Compute-kernel start per rank in one step (µs, true clock)."""
+        a = step * self.step_us + 10
+        return {r: a + (self.straggler_delay_us if r == self.straggler_rank else 0)
+                for r in range(self.ranks)}
+
+    def allreduce(self, step: int) -> dict[int, tuple[int, int]]:
+        """(start, end) of the all_reduce per rank in one step (µs, true clock)."""
+        begins = {r: a + self.compute_us - self.overlap_us for r, a in self.starts(step).items()}
+        end = max(begins.values()) + self.transfer_us
+        return {r: (b, end) for r, b in begins.items()}
+
+
+def _kernel(name, ts, dur, stream, corr, **args):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": stream, "correlation": corr, **args}}
+
+
+def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
+    shift = spec.clock_offset_us * rank  # this rank's clock reads `shift` µs less
+    events, corr = [], 0
+    pid = 1000 + rank
+
+    def launch(ts):
+        nonlocal corr
+        corr += 1
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid,
+                       "tid": pid, "ts": ts - shift, "dur": 1, "args": {"correlation": corr}})
+        return corr
+
+    nccl_args = {"Process Group Description": "default_pg", "dtype": "Float"}
+    for step in range(spec.steps):
+        s0 = step * spec.step_us
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}",
+                       "pid": pid, "tid": pid, "ts": s0 - shift, "dur": spec.step_us, "args": {}})
+        a = spec.starts(step)[rank]
+        events.append(_kernel("sm90_xmma_gemm_bf16bf16_bf16f32", a - shift, spec.compute_us, 7, launch(s0 + 1)))
+        begin, end = spec.allreduce(step)[rank]
+        events.append(_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                              begin - shift, end - begin, 20, launch(s0 + 2),
+                              **{**nccl_args, "Collective name": "allreduce", "Process Group Name": "0",
+                                 "Group size": spec.ranks, "In msg nelems": spec.nelems,
+                                 "Out msg nelems": spec.nelems}))
+        if spec.tp_comm_us:
+            events.append(_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                                  end - shift, spec.tp_comm_us, 21, launch(s0 + 3),
+                                  **{**nccl_args, "Collective name": "_allgather_base",
+                                     "Process Group Name": "1", "Process Group Description": "tp",
+                                     "Group size": spec.ranks, "In msg nelems": spec.nelems // spec.ranks,
+                                     "Out msg nelems": spec.nelems}))
+    random.Random(spec.seed * 1000 + rank).shuffle(events)
+    return events
+
+
+def write_run(root: Path, spec: SynthRun) -> Path:
+    """Write ``root/spec.run_id/rank{r}.json`` for every rank and ``run.json``; returns the run dir."""
+    run_dir = Path(root) / spec.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for rank in range(spec.ranks):
+        doc = {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": spec.device_name}],
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": spec.ranks},
+            "baseTimeNanoseconds": BASE_TIME_NS + spec.clock_offset_us * rank * 1000,
+            "traceEvents": _rank_events(spec, rank),
+        }
+        (run_dir / f"rank{rank}.json").write_text(json.dumps(doc))
+    manifest = {
+        "run_id": spec.run_id, "workload": spec.workload, "scaling": spec.scaling,
+        "world_size": spec.ranks, "num_nodes": 1, "gpus_per_node": spec.ranks,
+        "parallel": spec.parallel or {"dp": spec.ranks, "tp": 1, "pp": 1, "cp": 1},
+        "tokens_per_step": spec.tokens_per_step,
+        "model": {"name": "synthetic", "num_params": spec.num_params},
+        "device": {"name": spec.device_name, "peak_flops": spec.peak_flops,
+                   "peak_flops_source": "manifest" if spec.peak_flops else None},
+        "labels": {"generator": "pipeline.synth", "spec": json.dumps(asdict(spec))},
+    }
+    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2))
+    return run_dir
