@@ -24,6 +24,7 @@ demo: setup
 	$(BIN)/scaletrace ingest fixtures/ --db $(DB)
 	$(BIN)/scaletrace query rank_breakdown --db $(DB)
 	$(BIN)/scaletrace query rank_step_breakdown --db $(DB) -p run_id micro-2rank
+	$(BIN)/scaletrace query run_summary --db $(DB) -p run_id micro-2rank
 
 test: setup
 	$(BIN)/python -m pytest
