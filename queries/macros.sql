@@ -18,21 +18,22 @@ WITH membership(kind, set_name) AS (
 events AS (
     SELECT e.trace_id, e.run_id, e.rank,
            CASE WHEN per_step THEN e.step END AS step,
-           m.set_name, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns
+           m.set_name, e.event_id, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns
     FROM device_events e JOIN membership m USING (kind)
     WHERE (run IS NULL OR e.run_id = run) AND (NOT per_step OR e.step IS NOT NULL)
 ),
 marked AS (
     -- gaps and islands: an interval starts a new island when it begins after
-    -- every interval before it (in start order) has ended.
+    -- every interval before it (in start order) has ended.  event_id breaks
+    -- ties so that both windows below see the same order.
     SELECT *, CASE WHEN ts_ns <= max(end_ns) OVER (
-                  PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns
+                  PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns, event_id
                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS new_island
     FROM events
 ),
 islands AS (
     SELECT *, sum(new_island) OVER (
-               PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns
+               PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns, event_id
                ROWS UNBOUNDED PRECEDING) AS island
     FROM marked
 )
@@ -89,10 +90,10 @@ WITH tr AS (
     SELECT trace_id, run_id, rank, ts_fractional FROM traces WHERE run IS NULL OR run_id = run
 ),
 raw AS (
-    SELECT trace_id, name, ts_ns, dur_ns, correlation, stream FROM device_events
+    SELECT trace_id, event_id, name, ts_ns, dur_ns, correlation, stream FROM device_events
     WHERE stream IS NOT NULL AND trace_id IN (SELECT trace_id FROM tr)
     UNION ALL
-    SELECT trace_id, name, ts_ns, dur_ns, correlation, stream FROM cpu_events
+    SELECT trace_id, event_id, name, ts_ns, dur_ns, correlation, stream FROM cpu_events
     WHERE trace_id IN (SELECT trace_id FROM tr)
 ),
 timed AS (
@@ -132,7 +133,7 @@ kept AS (
                          OR (t.is_gpu AND c.trace_id IS NOT NULL)
                          OR (NOT t.is_gpu AND t.h_ts_ns < l.last_start_ns))
 )
-SELECT trace_id, run_id, rank, name, h_ts_ns, h_end_ns,
+SELECT trace_id, run_id, rank, event_id, name, h_ts_ns, h_end_ns,
        CASE WHEN regexp_matches(name, '^nccl.*Kernel') THEN 'COMMUNICATION'
             WHEN regexp_matches(name, '^(Memcpy|Memset|dma)') THEN 'MEMORY'
             WHEN NOT regexp_matches(name, '^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)') THEN 'COMPUTATION'
@@ -144,23 +145,24 @@ FROM kept;
 -- end of the last merged interval (in start order), in ns.
 CREATE OR REPLACE MACRO hta_merged(run) AS TABLE
 WITH sets AS (
-    SELECT trace_id, run_id, rank, 'all' AS set_name, h_ts_ns AS ts_ns, h_end_ns AS end_ns FROM hta_events(run)
+    SELECT trace_id, run_id, rank, event_id, 'all' AS set_name, h_ts_ns AS ts_ns, h_end_ns AS end_ns
+    FROM hta_events(run)
     UNION ALL
-    SELECT trace_id, run_id, rank, hta_kind, h_ts_ns, h_end_ns FROM hta_events(run)
+    SELECT trace_id, run_id, rank, event_id, hta_kind, h_ts_ns, h_end_ns FROM hta_events(run)
     WHERE hta_kind IN ('COMPUTATION', 'COMMUNICATION')
     UNION ALL
-    SELECT trace_id, run_id, rank, 'COMP_OR_COMM', h_ts_ns, h_end_ns FROM hta_events(run)
+    SELECT trace_id, run_id, rank, event_id, 'COMP_OR_COMM', h_ts_ns, h_end_ns FROM hta_events(run)
     WHERE hta_kind IN ('COMPUTATION', 'COMMUNICATION')
 ),
 marked AS (
     -- HTA: group = (ts > end.shift().cummax()).cumsum()
     SELECT *, CASE WHEN ts_ns > max(end_ns) OVER (
-                  PARTITION BY trace_id, set_name ORDER BY ts_ns, end_ns
+                  PARTITION BY trace_id, set_name ORDER BY ts_ns, end_ns, event_id
                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 1 ELSE 0 END AS new_group
     FROM sets
 ),
 grouped AS (
-    SELECT *, sum(new_group) OVER (PARTITION BY trace_id, set_name ORDER BY ts_ns, end_ns
+    SELECT *, sum(new_group) OVER (PARTITION BY trace_id, set_name ORDER BY ts_ns, end_ns, event_id
                                    ROWS UNBOUNDED PRECEDING) AS grp
     FROM marked
 ),

@@ -34,7 +34,7 @@ def covered(events, kinds) -> set[int]:
     return {t for k, ts, dur in events if k in kinds for t in range(ts, ts + dur)}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(event, min_size=1, max_size=25))
 def test_matches_point_set_reference(events):
     r = breakdown(events)
