@@ -1,4 +1,18 @@
-"""Collectors: wrap training steps in torch.profiler across runs (issue 4; not built yet).
+"""Collectors: profile training steps with torch.profiler, across runs.
 
-torch is imported lazily here so that the pipeline never needs it.
+* :func:`profile` — a context manager around your training loop;
+* ``scaletrace collect -- CMD`` — the same for an unmodified script
+  (`collectors.autostart`, hooked on every optimizer step);
+* ``scaletrace sweep SWEEP.toml`` — the same job over a matrix of runs
+  (`collectors.sweep`);
+* ``python -m collectors.demo`` — a small GPT on synthetic tokens (DDP, FSDP2,
+  tensor parallel, FSDP×TP) to try it all on CPU or GPU.
+
+torch is imported lazily, inside the functions that need it: the pipeline
+never needs torch.
 """
+
+from collectors.config import ProfileConfig, RunInfo
+from collectors.session import Session, profile
+
+__all__ = ["ProfileConfig", "RunInfo", "Session", "profile"]

@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 
 
-from pipeline import schema
+from pipeline import schema, sidefiles
 from pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from pipeline.decode import TraceError, decode, unpack
 from pipeline.extract import extract, rank_from_filename
@@ -169,9 +169,32 @@ def ingest(
             done += 1
             if on_progress:
                 on_progress(done, len(tasks))
+        for run in runs:
+            for outcome in _ingest_side_files(con, run):
+                record(outcome)
+                _log(con, outcome)
     finally:
         con.close()
     return report
+
+
+def _ingest_side_files(con, run: RunInfo) -> list[Outcome]:
+    """The collector's step and power logs of one run (pipeline/sidefiles.py)."""
+    known = dict(con.execute("SELECT path, sha256 FROM side_files WHERE run_id = ?", [run.run_id]).fetchall())
+    outcomes = []
+    for path, rank, kind in sidefiles.side_files(run.run_dir):
+        try:
+            sha, records = sidefiles.read(path, kind)
+            if known.get(str(path)) == sha:
+                outcomes.append(Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id, rank))
+                continue
+            sidefiles.write(con, path, run.run_id, rank, kind, sha, records)
+        except (OSError, ValueError, duckdb.Error) as exc:
+            outcomes.append(Outcome(str(path), "error", f"{kind} log not ingested: {exc}", run.run_id, rank))
+            continue
+        outcomes.append(Outcome(str(path), "ok", f"{len(records)} {kind} records for run '{run.run_id}' "
+                                f"rank {rank}", run.run_id, rank))
+    return outcomes
 
 
 def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:

@@ -57,6 +57,8 @@ class Manifest(msgspec.Struct):
     hosts: Optional[list[str]] = None
     labels: Optional[dict] = None
     ranks: Optional[dict[str, int]] = None  # trace file name -> rank, for traces without one
+    power: Optional[dict] = None  # written by the collector: power sampling source or why none
+    collector: Optional[dict] = None  # written by the collector: version, schedule, problems
 
 
 KNOWN_KEYS = set(Manifest.__struct_fields__)

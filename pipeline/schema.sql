@@ -115,6 +115,32 @@ CREATE TABLE IF NOT EXISTS collectives (
     meta_source VARCHAR
 );
 
+CREATE TABLE IF NOT EXISTS side_files (
+    path      VARCHAR PRIMARY KEY,
+    run_id    VARCHAR,
+    rank      INTEGER,
+    kind      VARCHAR,
+    sha256    VARCHAR,
+    rows      BIGINT
+);
+
+CREATE TABLE IF NOT EXISTS step_log (
+    run_id    VARCHAR,
+    rank      INTEGER,
+    step      BIGINT,
+    start_ns  BIGINT,
+    dur_ns    BIGINT,
+    tokens    BIGINT,
+    profiled  BOOLEAN
+);
+
+CREATE TABLE IF NOT EXISTS power_samples (
+    run_id VARCHAR,
+    rank   INTEGER,
+    ts_ns  BIGINT,
+    watts  DOUBLE
+);
+
 CREATE TABLE IF NOT EXISTS ingest_log (
     logged_at TIMESTAMP,
     path      VARCHAR,

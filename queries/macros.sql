@@ -311,9 +311,33 @@ slowest AS (
     SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
     WHERE run IS NULL OR run_id = run GROUP BY run_id, step
 ),
-step_time AS (
+profiler_time AS (
     SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
     FROM slowest GROUP BY run_id
+),
+logged AS (
+    -- the collector's wall-clock log: steps outside the profiled window, after the first
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM step_log
+    WHERE (run IS NULL OR run_id = run) AND NOT profiled AND step > 0
+    GROUP BY run_id, step
+),
+logged_time AS (
+    SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
+    FROM logged GROUP BY run_id
+),
+step_time AS (
+    SELECT run_id,
+           coalesce(l.step_time_ns, p.step_time_ns) AS step_time_ns,
+           coalesce(l.num_steps, p.num_steps) AS num_steps,
+           CASE WHEN l.step_time_ns IS NOT NULL THEN 'step_log'
+                WHEN p.step_time_ns IS NOT NULL THEN 'profiler_step' END AS step_time_source
+    FROM profiler_time p FULL JOIN logged_time l USING (run_id)
+),
+power AS (
+    SELECT run_id, sum(mean_watts) AS watts, count(*) AS ranks_with_power
+    FROM (SELECT run_id, rank, avg(watts) AS mean_watts FROM power_samples
+          WHERE run IS NULL OR run_id = run GROUP BY run_id, rank)
+    GROUP BY run_id
 ),
 shares AS (
     SELECT run_id, sum(span_ns) AS span_ns, sum(compute_ns) AS compute_ns,
@@ -325,14 +349,15 @@ base AS (
     SELECT r.*, tr.num_ranks,
            coalesce(r.world_size, tr.trace_world_size, tr.num_ranks) AS gpus,
            coalesce(r.device_name, tr.trace_device_name) AS device,
-           st.step_time_ns, st.num_steps,
+           st.step_time_ns, st.num_steps, st.step_time_source,
+           pw.watts, pw.ranks_with_power,
            coalesce(r.flops_per_token,
                     6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
                     6 * r.num_params) AS fpt,
            sh.span_ns, sh.compute_ns AS c_ns, sh.exposed_comm_ns AS ec_ns,
            sh.exposed_memory_ns AS em_ns, sh.idle_ns AS i_ns
     FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
-    LEFT JOIN shares sh USING (run_id)
+    LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
 peaks AS (
     SELECT b.run_id, arg_max(p.peak_flops, length(p.pattern)) AS table_peak
@@ -343,16 +368,19 @@ m AS (
     SELECT b.*, coalesce(b.peak_flops, peaks.table_peak) AS peak,
            CASE WHEN b.peak_flops IS NOT NULL THEN coalesce(b.peak_flops_source, 'manifest')
                 WHEN peaks.table_peak IS NOT NULL THEN 'table' END AS peak_source,
-           b.tokens_per_step / (b.step_time_ns / 1e9) AS tps
+           b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
+           -- whole-job power: the mean per sampled rank, scaled to every GPU
+           b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
 )
 SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, num_nodes,
-       dp, tp, pp, cp, num_ranks AS ranks_traced, num_steps, step_time_ns, tokens_per_step,
+       dp, tp, pp, cp, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
+       tokens_per_step,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
        fpt AS flops_per_token, device AS device_name, peak AS peak_flops_per_gpu,
        peak_source AS peak_flops_source,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
-       NULL::DOUBLE AS energy_per_token_j,
+       job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
        100.0 * c_ns / span_ns AS compute_pct,
        100.0 * ec_ns / span_ns AS exposed_comm_pct,
        100.0 * em_ns / span_ns AS exposed_memory_pct,
@@ -363,5 +391,6 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                 THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json' END,
            CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
            CASE WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
-           'no power samples: energy needs the collector''s NVML samples') AS null_reasons
+           CASE WHEN job_watts IS NULL
+                THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons
 FROM m;

@@ -2,9 +2,10 @@
 -- description: Per run: step time, tokens/s, MFU, energy per token and where step time goes.
 -- grain: one row per run
 -- param: run_id  optional; only this run (NULL: every run)
--- step_time_ns = median over steps of the slowest rank's ProfilerStep
--- duration (collector wall-clock step logs will take precedence once the
--- collector writes them).  tokens_per_step from run.json (default
+-- step_time_ns = median over steps of the slowest rank's step: from the
+-- collector's wall-clock step log (steps outside the profiled window, after
+-- the first) when the run has one, else the ProfilerStep durations
+-- (step_time_source says which).  tokens_per_step from run.json (default
 -- global_batch_size × seq_len); tokens_per_s = tokens_per_step / step time;
 -- tokens_per_s_per_gpu = that / world_size (run.json, else distributedInfo,
 -- else ranks traced).  flops_per_token = run.json model.flops_per_token, else
@@ -12,10 +13,12 @@
 -- 6·num_params.  mfu_pct = 100 · tokens_per_s · flops_per_token /
 -- (world_size · peak_flops_per_gpu); peak from run.json device.peak_flops,
 -- else the device_peaks table (dense BF16, by device name).
--- energy_per_token_j = mean power × step time / tokens per step: NULL until
--- the collector records NVML power.  compute_pct / exposed_comm_pct /
--- exposed_memory_pct / idle_pct = Σ over ranks of the part / Σ of spans
--- (rank_breakdown).  null_reasons says why each NULL column is NULL.
+-- energy_per_token_j = job power × step time / tokens per step, job power =
+-- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
+-- (samples are taken during the profiled window).  compute_pct /
+-- exposed_comm_pct / exposed_memory_pct / idle_pct = Σ over ranks of the
+-- part / Σ of spans (rank_breakdown).  null_reasons says why each NULL
+-- column is NULL.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
 -- flops FLOP, peak FLOP/s, energy J.
 SELECT * FROM run_metrics($run_id) ORDER BY run_id

@@ -97,7 +97,7 @@ UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_
 UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq", "seq_source",
             "group_size", "dtype", "bw_null_reason", "meta_source", "kernel", "count", "num_ranks",
             "workload", "sweep", "scaling", "world_size", "num_nodes", "dp", "tp", "pp", "cp",
-            "ranks_traced", "num_steps", "tokens_per_step", "flops_per_token", "device_name",
+            "ranks_traced", "num_steps", "step_time_source", "tokens_per_step", "flops_per_token", "device_name",
             "peak_flops_per_gpu", "peak_flops_source", "null_reasons", "baseline_run", "speedup",
             "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
             "layout", "layouts_at_size", "rank_by_tokens_per_s"}

@@ -1,0 +1,79 @@
+"""The collector's per-rank logs beside the traces: step times and power samples.
+
+``rank{r}.steps.jsonl``: one JSON object per optimizer step, ``{"step", "start_ns",
+"dur_ns", "tokens", "profiled"}`` (wall clock, every step).  ``rank{r}.power.jsonl``:
+``{"ts_ns", "watts"}`` NVML samples during the profiled window.  Each file is
+replaced as a whole, in one transaction, when its sha256 changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
+
+
+class StepRecord(msgspec.Struct):
+    step: int
+    start_ns: int
+    dur_ns: int
+    tokens: Optional[int] = None
+    profiled: bool = False
+
+
+class PowerRecord(msgspec.Struct):
+    ts_ns: int
+    watts: float
+
+
+TABLES = {"steps": ("step_log", StepRecord), "power": ("power_samples", PowerRecord)}
+
+
+def side_files(run_dir: Path) -> list[tuple[Path, int, str]]:
+    """(path, rank, kind) of the collector logs in a run directory."""
+    found = []
+    for path in sorted(run_dir.glob("rank*.jsonl")):
+        match = SIDE_RE.match(path.name)
+        if match:
+            found.append((path, int(match.group(1)), match.group(2)))
+    return found
+
+
+def read(path: Path, kind: str) -> tuple[str, list]:
+    """sha256 and the decoded records; ValueError names the bad line."""
+    raw = path.read_bytes()
+    decoder = msgspec.json.Decoder(TABLES[kind][1])
+    records = []
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(decoder.decode(line))
+        except msgspec.MsgspecError as exc:
+            raise ValueError(f"line {number}: {exc}") from None
+    return hashlib.sha256(raw).hexdigest(), records
+
+
+def write(con, path: Path, run_id: str, rank: int, kind: str, sha: str, records: list) -> None:
+    table, struct = TABLES[kind]
+    fields = struct.__struct_fields__
+    con.execute("BEGIN")
+    try:
+        con.execute(f"DELETE FROM {table} WHERE run_id = ? AND rank = ?", [run_id, rank])
+        if records:
+            con.executemany(
+                f"INSERT INTO {table} (run_id, rank, {', '.join(fields)}) "
+                f"VALUES (?, ?{', ?' * len(fields)})",
+                [[run_id, rank, *(getattr(r, f) for f in fields)] for r in records],
+            )
+        con.execute("INSERT OR REPLACE INTO side_files VALUES (?, ?, ?, ?, ?, ?)",
+                    [str(path), run_id, rank, kind, sha, len(records)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
