@@ -169,5 +169,103 @@ def sql(statement, db, fmt) -> None:
         fail(str(exc))
 
 
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True,
+                                 "allow_interspersed_args": False})
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Run directory for the traces (default: runs/<run-id> or runs/collect-<time>).")
+@click.option("--run-id", default=None, help="run_id written to run.json (default: the directory name).")
+@click.option("--steps", default="2,1,3", show_default=True,
+              help="Profiler schedule in optimizer steps: WAIT,WARMUP,ACTIVE.")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE",
+              help="A run.json fact, e.g. workload=llama, tokens_per_step=524288, parallel.dp=8.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def collect(out_dir, run_id, steps, meta, command) -> None:
+    """Profile an unmodified training script, one step per optimizer step.
+
+    Every Python process the command starts gets a global optimizer-step hook
+    (see collectors/autostart.py for the mechanism and its limits); each rank
+    writes its trace and step log into the run directory, rank 0 writes
+    run.json.  The command's exit status is passed through unchanged.
+
+    \b
+    Example:
+      scaletrace collect --out runs/ddp-4 --meta workload=mymodel --meta tokens_per_step=65536 \\
+          -- torchrun --nproc-per-node 4 train.py --epochs 1
+      scaletrace collect --steps 5,1,3 -- python train.py
+    """
+    import time
+    from pathlib import Path
+
+    from collectors import wrapper
+
+    try:
+        facts = wrapper.parse_meta(list(meta))
+        target = Path(out_dir or f"runs/{run_id or time.strftime('collect-%Y%m%d-%H%M%S')}")
+        rc = wrapper.run(list(command), target, run_id, steps, facts)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        fail(f"cannot start {command[0]}: {exc.strerror or exc}")
+    stderr.print(f"traces: {target}  (scaletrace ingest {target})", highlight=False)
+    sys.exit(rc)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("sweep_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--force", is_flag=True, help="Rerun runs that finished earlier.")
+@click.option("--ingest", "ingest_db", type=click.Path(dir_okay=False), default=None,
+              help="Ingest each finished run into this database as the sweep goes.")
+@click.option("--dry-run", is_flag=True, help="List the planned runs and their commands only.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress display.")
+def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
+    """Run the same job over a matrix of world sizes and layouts (a SWEEP.toml).
+
+    Each combination is one run directory; finished runs are skipped unless
+    --force; a summary says which runs failed and why (exit status 1 if any).
+
+    \b
+    Example:
+      scaletrace sweep collectors/demo_sweep.toml --ingest demo.duckdb
+      scaletrace sweep my_sweep.toml --dry-run
+    """
+    from collectors import sweep as sweeps
+
+    try:
+        spec = sweeps.load(sweep_file)
+        planned = sweeps.plan(spec)
+    except sweeps.SweepError as exc:
+        fail(str(exc))
+    if dry_run:
+        for run in planned:
+            click.echo(f"{run.run_id}: {' '.join(run.argv)}")
+        return
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=stderr, disable=quiet, transient=True)
+    task = progress.add_task("sweep", total=len(planned))
+
+    def on_start(run) -> None:
+        progress.update(task, description=f"running {run.run_id}")
+
+    def on_result(run, result) -> None:
+        progress.advance(task)
+        if result.status == "done" and ingest_db:
+            report = run_ingest([run.run_dir], ingest_db)
+            if report.errors:
+                result.message = f"ingest: {report.errors[0].line()}"
+        if not quiet or result.status == "failed":
+            progress.console.print(f"{result.status:>14}  {result.run_id}  {result.seconds:6.1f} s  "
+                                   f"{result.message}", markup=False, highlight=False, soft_wrap=True)
+
+    with progress:
+        results = sweeps.run_sweep(spec, force=force, on_result=on_result, on_start=on_start)
+    failed = [r for r in results if r.status == "failed"]
+    counts = {s: sum(r.status == s for r in results) for s in ("done", "skipped", "not_applicable", "failed")}
+    stderr.print(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items()) + f" -> {spec.out_dir}",
+                 highlight=False)
+    for r in failed:
+        stderr.print(f"failed: {r.run_id}: {r.message}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
     main()

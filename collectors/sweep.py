@@ -1,0 +1,177 @@
+"""`scaletrace sweep SWEEP.toml`: the same job over a matrix of runs, resumable.
+
+A sweep file::
+
+    workload = "demo-gpt"                  # run.json workload: the runs form one sweep
+    out_dir = "runs/demo"                  # one directory per run below it
+    run_id = "{workload}-{layout}-{world_size}"
+    launcher = ["torchrun", "--nproc-per-node", "{world_size}"]
+    command = ["-m", "collectors.demo", "--layout", "{layout}", "--out", "{run_dir}",
+               "--run-id", "{run_id}", "--workload", "{workload}"]
+    timeout_s = 600
+
+    [matrix]                               # every combination is one run
+    world_size = [1, 2, 4]
+    layout = ["ddp", "fsdp", "tp", "fsdp_tp"]
+
+    [[exclude]]                            # combinations to leave out
+    layout = "fsdp_tp"
+    world_size = 1
+
+``{name}`` in ``run_id``, ``launcher`` and ``command`` is replaced by the
+matrix value, ``{workload}``, ``{run_dir}`` or ``{run_id}``.  A run that exits
+0 gets a ``.scaletrace-done`` marker and is skipped next time unless
+``force``; exit status 3 means "not applicable" (also marked, so not retried);
+anything else is a failure, with the last line of ``launch.log`` as reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+DONE_MARKER = ".scaletrace-done"
+NOT_APPLICABLE = 3
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot be used."""
+
+
+@dataclass
+class SweepSpec:
+    workload: str
+    out_dir: Path
+    command: list[str]
+    matrix: dict[str, list]
+    launcher: list[str] = field(default_factory=lambda: ["torchrun", "--nproc-per-node", "{world_size}"])
+    run_id: str = ""
+    exclude: list[dict] = field(default_factory=list)
+    timeout_s: float = 1800
+
+
+@dataclass
+class PlannedRun:
+    run_id: str
+    run_dir: Path
+    params: dict
+    argv: list[str]
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # done | skipped | not_applicable | failed
+    seconds: float = 0.0
+    message: str = ""
+
+
+def load(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SweepError(f"{path}: {exc}") from None
+    for key in ("workload", "out_dir", "command", "matrix"):
+        if key not in data:
+            raise SweepError(f"{path}: missing key '{key}'")
+    matrix = data["matrix"]
+    if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
+        raise SweepError(f"{path}: [matrix] must map names to non-empty lists")
+    base = path.parent
+    spec = SweepSpec(workload=data["workload"], out_dir=(base / data["out_dir"]).resolve(),
+                     command=list(data["command"]), matrix=matrix,
+                     exclude=list(data.get("exclude", [])), timeout_s=data.get("timeout_s", 1800))
+    if "launcher" in data:
+        spec.launcher = list(data["launcher"])
+    spec.run_id = data.get("run_id") or "{workload}-" + "-".join(f"{{{k}}}" for k in matrix)
+    return spec
+
+
+def _excluded(params: dict, exclude: list[dict]) -> bool:
+    def matches(rule: dict) -> bool:
+        return all(params.get(k) in (v if isinstance(v, list) else [v]) for k, v in rule.items())
+    return any(matches(rule) for rule in exclude)
+
+
+def plan(spec: SweepSpec) -> list[PlannedRun]:
+    keys = list(spec.matrix)
+    runs = []
+    for values in itertools.product(*(spec.matrix[k] for k in keys)):
+        params = dict(zip(keys, values))
+        if _excluded(params, spec.exclude):
+            continue
+        fill = {**params, "workload": spec.workload}
+        try:
+            run_id = spec.run_id.format(**fill)
+            run_dir = spec.out_dir / run_id
+            fill.update(run_id=run_id, run_dir=str(run_dir))
+            argv = [part.format(**fill) for part in spec.launcher + spec.command]
+        except KeyError as exc:
+            raise SweepError(f"unknown placeholder {exc} (known: {', '.join(sorted(fill))})") from None
+        runs.append(PlannedRun(run_id, run_dir, params, argv))
+    return runs
+
+
+def _resolve(argv: list[str]) -> list[str]:
+    """torchrun / python from the running interpreter's environment when not on PATH."""
+    bindir = Path(sys.executable).parent
+    if argv and argv[0] in ("torchrun", "python") and (bindir / argv[0]).exists():
+        return [str(bindir / argv[0])] + argv[1:]
+    return argv
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    useful = [ln for ln in lines if not ln.startswith(("W1", "W0", "USDT", "*****"))]
+    return (useful or lines or ["no output"])[-1][:300]
+
+
+def execute(run: PlannedRun, timeout_s: float) -> RunResult:
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    log = run.run_dir / "launch.log"
+    start = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    try:
+        with log.open("w") as out:
+            rc = subprocess.call(_resolve(run.argv), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return RunResult(run.run_id, "failed", time.perf_counter() - start, f"timed out after {timeout_s:.0f} s")
+    except OSError as exc:
+        return RunResult(run.run_id, "failed", time.perf_counter() - start, f"cannot launch: {exc}")
+    seconds = time.perf_counter() - start
+    if rc not in (0, NOT_APPLICABLE):
+        return RunResult(run.run_id, "failed", seconds, f"exit {rc}: {_last_line(log)}")
+    status = "done" if rc == 0 else "not_applicable"
+    (run.run_dir / DONE_MARKER).write_text(json.dumps({"status": status, "argv": run.argv,
+                                                       "seconds": round(seconds, 1)}) + "\n")
+    return RunResult(run.run_id, status, seconds, "" if rc == 0 else _last_line(log))
+
+
+def run_sweep(spec: SweepSpec, force: bool = False,
+              on_result: Callable[[PlannedRun, RunResult], None] | None = None,
+              on_start: Callable[[PlannedRun], None] | None = None) -> list[RunResult]:
+    results = []
+    for run in plan(spec):
+        if (run.run_dir / DONE_MARKER).exists() and not force:
+            result = RunResult(run.run_id, "skipped", 0.0, "finished earlier (use --force to rerun)")
+        else:
+            if on_start:
+                on_start(run)
+            result = execute(run, spec.timeout_s)
+        results.append(result)
+        if on_result:
+            on_result(run, result)
+    return results

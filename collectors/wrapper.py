@@ -1,0 +1,45 @@
+"""`scaletrace collect -- CMD`: run a command with the zero-code collector (no torch import here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import collectors
+
+BOOT_DIR = Path(collectors.__file__).resolve().parent / "_boot"
+PACKAGE_ROOT = Path(collectors.__file__).resolve().parent.parent
+
+
+def parse_meta(pairs: list[str]) -> dict:
+    """``["workload=llama", "parallel.dp=8"]`` -> ``{"workload": "llama", "parallel.dp": 8}``."""
+    meta = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--meta wants KEY=VALUE, got {pair!r}")
+        try:
+            meta[key] = json.loads(value)
+        except json.JSONDecodeError:
+            meta[key] = value
+    return meta
+
+
+def collect_env(out_dir: Path, run_id: str | None, steps: str, meta: dict) -> dict:
+    env = dict(os.environ)
+    env["SCALETRACE_COLLECT_OUT"] = str(out_dir.resolve())
+    env["SCALETRACE_STEPS"] = steps
+    env["SCALETRACE_META"] = json.dumps(meta)
+    if run_id:
+        env["SCALETRACE_RUN_ID"] = run_id
+    paths = [str(BOOT_DIR), str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env
+
+
+def run(command: list[str], out_dir: Path, run_id: str | None, steps: str, meta: dict) -> int:
+    """Run ``command`` profiled; returns its exit status unchanged."""
+    collectors.ProfileConfig.parse_steps(steps)  # a bad --steps is a usage error before launching
+    return subprocess.call(command, env=collect_env(out_dir, run_id, steps, meta))
