@@ -5,8 +5,9 @@
 Layouts: ``ddp`` (DistributedDataParallel), ``fsdp`` (FSDP2 ``fully_shard``),
 ``tp`` (tensor parallel with DTensor: attention and MLP split by columns then
 rows), ``fsdp_tp`` (2-D mesh: FSDP over dp × TP over tp = 2; world size >= 4).
-One thread per rank on CPU.  Exit status 3 means the layout does not fit the
-world size (the sweep runner records it as skipped).  ``--no-profile`` runs
+One thread per rank on CPU.  A layout that does not fit the world size
+writes its reason to ``<out>/.scaletrace-not-applicable`` and exits 0 (the
+sweep runner records the run as not applicable).  ``--no-profile`` runs
 the same steps without the collector (for the bit-identical-losses test and
 the overhead benchmark).
 """
@@ -21,7 +22,7 @@ import sys
 import time
 
 LAYOUTS = ("ddp", "fsdp", "tp", "fsdp_tp")
-NOT_APPLICABLE = 3
+NOT_APPLICABLE_MARKER = ".scaletrace-not-applicable"  # read by the sweep runner
 
 
 def parse_args(argv=None):
@@ -167,12 +168,16 @@ def main(argv=None) -> int:
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29512"), LOCAL_WORLD_SIZE="1")
     dist.init_process_group("nccl" if cuda else "gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
+    out = args.out or f"runs/{args.workload}-{args.layout}-{world}"
     reason = layout_fits(args.layout, world, args)
     if reason:
         if rank == 0:
             print(f"demo: layout {args.layout} not applicable: {reason}", file=sys.stderr)
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, NOT_APPLICABLE_MARKER), "w") as f:
+                f.write(reason + "\n")
         dist.destroy_process_group()
-        return NOT_APPLICABLE
+        return 0
     device = "cuda" if cuda else "cpu"
     model = build_model(args)
     num_params = float(sum(p.numel() for p in model.parameters()))
@@ -186,7 +191,6 @@ def main(argv=None) -> int:
         model_name=f"demo-gpt-{args.layers}x{args.hidden}", num_params=num_params,
         num_layers=args.layers, hidden_size=args.hidden, labels={"layout": args.layout},
     )
-    out = args.out or f"runs/{args.workload}-{args.layout}-{world}"
     losses = []
     config = ProfileConfig.parse_steps(args.profile_steps)
     session = None if args.no_profile else profile(out, run=run, config=config)

@@ -21,8 +21,10 @@ A sweep file::
 ``{name}`` in ``run_id``, ``launcher`` and ``command`` is replaced by the
 matrix value, ``{workload}``, ``{run_dir}`` or ``{run_id}``.  A run that exits
 0 gets a ``.scaletrace-done`` marker and is skipped next time unless
-``force``; exit status 3 means "not applicable" (also marked, so not retried);
-anything else is a failure, with the last line of ``launch.log`` as reason.
+``force``; a job that cannot run a combination writes its reason into
+``{run_dir}/.scaletrace-not-applicable`` and exits 0 (torchrun turns other exit
+codes into 1); any other exit is a failure, with the job's last error line
+from ``launch.log`` as the reason.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from pathlib import Path
 from typing import Callable
 
 DONE_MARKER = ".scaletrace-done"
-NOT_APPLICABLE = 3
+# A job that cannot run this combination writes its reason here and exits 0.
+NOT_APPLICABLE_MARKER = ".scaletrace-not-applicable"
 
 
 class SweepError(ValueError):
@@ -129,13 +132,21 @@ def _resolve(argv: list[str]) -> list[str]:
     return argv
 
 
-def _last_line(log: Path) -> str:
+_LAUNCHER_NOISE = ("W1", "W0", "E1", "E0", "I1", "I0", "USDT", "*****", "Traceback", "File ", "[0]", "[1]",
+                   "Failures:", "Root Cause", "time ", "host ", "rank ", "exitcode", "error_file", "traceback ",
+                   "To enable traceback", "raise ", "return ", "torch.distributed.elastic")
+
+
+def _reason(log: Path) -> str:
+    """The most telling line of a failed run's log: the job's last error, not torchrun's summary."""
     try:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "no log"
-    useful = [ln for ln in lines if not ln.startswith(("W1", "W0", "USDT", "*****"))]
-    return (useful or lines or ["no output"])[-1][:300]
+    useful = [ln for ln in lines if not ln.startswith(_LAUNCHER_NOISE) and set(ln) - set("=-*")
+              and "ChildFailedError" not in ln and "elastic" not in ln]
+    errors = [ln for ln in useful if "rror" in ln]
+    return ((errors or useful or lines or ["no output"])[-1])[:300]
 
 
 def execute(run: PlannedRun, timeout_s: float) -> RunResult:
@@ -152,12 +163,13 @@ def execute(run: PlannedRun, timeout_s: float) -> RunResult:
     except OSError as exc:
         return RunResult(run.run_id, "failed", time.perf_counter() - start, f"cannot launch: {exc}")
     seconds = time.perf_counter() - start
-    if rc not in (0, NOT_APPLICABLE):
-        return RunResult(run.run_id, "failed", seconds, f"exit {rc}: {_last_line(log)}")
-    status = "done" if rc == 0 else "not_applicable"
+    if rc != 0:
+        return RunResult(run.run_id, "failed", seconds, f"exit {rc}: {_reason(log)}")
+    marker = run.run_dir / NOT_APPLICABLE_MARKER
+    status = "not_applicable" if marker.exists() else "done"
     (run.run_dir / DONE_MARKER).write_text(json.dumps({"status": status, "argv": run.argv,
                                                        "seconds": round(seconds, 1)}) + "\n")
-    return RunResult(run.run_id, status, seconds, "" if rc == 0 else _last_line(log))
+    return RunResult(run.run_id, status, seconds, marker.read_text().strip() if marker.exists() else "")
 
 
 def run_sweep(spec: SweepSpec, force: bool = False,
