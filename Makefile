@@ -21,10 +21,11 @@ setup: $(VENV)/.installed
 
 demo: setup
 	rm -f $(DB)
-	$(BIN)/scaletrace ingest fixtures/ --db $(DB)
-	$(BIN)/scaletrace query rank_breakdown --db $(DB)
-	$(BIN)/scaletrace query rank_step_breakdown --db $(DB) -p run_id micro-2rank
-	$(BIN)/scaletrace query run_summary --db $(DB) -p run_id micro-2rank
+	$(BIN)/scaletrace sweep collectors/demo_sweep.toml --ingest $(DB)
+	$(BIN)/scaletrace query run_summary --db $(DB)
+	$(BIN)/scaletrace query scaling --db $(DB)
+	$(BIN)/scaletrace query layouts --db $(DB) -p world_size 4
+	@echo "database: $(DB); runs: runs/demo/"
 
 test: setup
 	$(BIN)/python -m pytest

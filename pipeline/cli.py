@@ -248,7 +248,7 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
 
     def on_result(run, result) -> None:
         progress.advance(task)
-        if result.status == "done" and ingest_db:
+        if result.status in ("done", "skipped") and ingest_db:  # ingest is idempotent
             report = run_ingest([run.run_dir], ingest_db)
             if report.errors:
                 result.message = f"ingest: {report.errors[0].line()}"
