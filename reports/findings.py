@@ -1,0 +1,86 @@
+"""Plain-sentence findings computed from the report's numbers (text only; escaping is html.py's job)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from reports.charts import best_per_size
+from reports.data import ReportData
+
+
+def _gpus(n) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.0f} %" if abs(x) >= 10 else f"{x:.1f} %"
+
+
+def scaling_findings(data: ReportData) -> list[str]:
+    out = []
+    if data.scaling.is_empty():
+        return out
+    best = best_per_size(data.scaling)
+    exposed = dict(zip(data.runs["run_id"].to_list(), data.runs["exposed_comm_pct"].to_list()))
+    for (sweep,), group in best.group_by(["sweep"], maintain_order=True):
+        rows = group.sort("world_size").to_dicts()
+        for prev, cur in zip(rows, rows[1:]):
+            gpu_ratio = cur["world_size"] / prev["world_size"]
+            tps_ratio = cur["tokens_per_s"] / prev["tokens_per_s"]
+            text = (f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])} tokens/s "
+                    f"{'rose' if tps_ratio >= 1 else 'fell to'} {tps_ratio:.2f}× for {gpu_ratio:g}× the GPUs "
+                    f"({_pct(100 * tps_ratio / gpu_ratio)} efficiency); exposed communication went from "
+                    f"{_pct(exposed.get(prev['run_id']))} to {_pct(exposed.get(cur['run_id']))} of the step.")
+            out.append(text)
+        losing = [r for r in rows[1:] if (r["marginal_tokens_per_s_per_gpu"] or 0) <= 0]
+        if losing:
+            out.append(f"{sweep}: adding GPUs stops paying off at {_gpus(losing[0]['world_size'])}: the best run "
+                       f"there is slower than the best run at the next smaller GPU count.")
+    return out
+
+
+def layout_findings(data: ReportData) -> list[str]:
+    out = []
+    df = data.layouts.filter((pl.col("layouts_at_size") > 1) & pl.col("tokens_per_s").is_not_null())
+    for (workload, gpus), group in df.group_by(["workload", "world_size"], maintain_order=True):
+        rows = group.sort("tokens_per_s", descending=True).to_dicts()
+        best, worst = rows[0], rows[-1]
+        label = best["layout"] + (f" ({best['strategy']})" if best.get("strategy") else "")
+        out.append(f"{workload} at {_gpus(gpus)}: the fastest layout is {label} with "
+                   f"{best['tokens_per_s']:,.0f} tokens/s, {best['tokens_per_s'] / worst['tokens_per_s']:.1f}× "
+                   f"the slowest of {len(rows)}.")
+    return out
+
+
+def comm_findings(data: ReportData) -> list[str]:
+    out = []
+    if not data.exposed_by_group.is_empty():
+        top = data.exposed_by_group.sort("exposed_pct", descending=True).row(0, named=True)
+        out.append(f"The largest exposed communication is {top['collective']} in process group "
+                   f"{top['process_group']}: {_pct(top['exposed_pct'])} of the span of run {top['run_id']} "
+                   "(summed over its kernels; concurrent collectives each count).")
+    waits = data.rank_wait.filter(pl.col("num_collectives") > 0)
+    if not waits.is_empty():
+        per_run = waits.group_by("run_id").agg(
+            pl.col("wait_ns").sum(), pl.col("comm_ns").sum(),
+            pl.col("rank").sort_by("straggler_count").last().alias("straggler"),
+            pl.col("straggler_count").max(), pl.col("num_collectives").max())
+        worst = per_run.with_columns(share=100 * pl.col("wait_ns") / pl.col("comm_ns")) \
+            .sort("share", descending=True).row(0, named=True)
+        if worst["share"] and worst["share"] > 0:
+            out.append(f"In run {worst['run_id']}, {_pct(worst['share'])} of communication time is waiting "
+                       f"for a slower peer; rank {worst['straggler']} arrived last in "
+                       f"{worst['straggler_count']} of {worst['num_collectives']} collectives.")
+    return out
+
+
+def run_findings(data: ReportData) -> list[str]:
+    mfu = data.runs.filter(pl.col("mfu_pct").is_not_null())
+    if mfu.height < 2:
+        return []
+    lo, hi = mfu.sort("mfu_pct").row(0, named=True), mfu.sort("mfu_pct").row(-1, named=True)
+    return [f"MFU ranges from {lo['mfu_pct']:.1f} % ({lo['run_id']}) to {hi['mfu_pct']:.1f} % ({hi['run_id']})."]
+
+
+def findings(data: ReportData) -> list[str]:
+    return scaling_findings(data) + layout_findings(data) + comm_findings(data) + run_findings(data)

@@ -1,0 +1,98 @@
+"""One self-contained HTML file: Vega, Vega-Lite and vega-embed inlined (vl-convert), no network.
+
+Every string that came from a trace or a manifest (run ids, kernel and
+process-group names, labels) is HTML-escaped in text, and JSON embedded in
+``<script>`` has ``<``, ``>`` and ``&`` escaped, so a trace cannot inject markup.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+
+import polars as pl
+
+SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
+    "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
+    "dp": ("dp", "{}"), "tp": ("tp", "{}"), "pp": ("pp", "{}"), "cp": ("cp", "{}"),
+    "step_time_ns": ("step (ms)", "{:.2f}"), "tokens_per_s": ("tokens/s", "{:,.0f}"),
+    "mfu_pct": ("MFU %", "{:.2f}"), "exposed_comm_pct": ("exposed comm %", "{:.1f}"),
+    "idle_pct": ("idle %", "{:.1f}"), "energy_per_token_j": ("J/token", "{:.3g}"),
+}
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { margin-bottom: 0.2em; } .sub { color: #666; margin-top: 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th:first-child, td:first-child, td:nth-child(2) { text-align: left; }
+.chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
+.note { color: #8a5a00; } li { margin: 0.3em 0; }
+"""
+
+
+@lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    import vl_convert
+
+    return vl_convert.javascript_bundle()
+
+
+def script_json(value) -> str:
+    """JSON safe inside <script>: no `</script>`, no HTML comment or entity tricks."""
+    return (json.dumps(value, allow_nan=False, default=str)
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _cell(value, fmt: str, column: str) -> str:
+    if value is None:
+        return "–"
+    if column == "step_time_ns":
+        value = value / 1e6
+    try:
+        return html.escape(fmt.format(value))
+    except (ValueError, TypeError):
+        return html.escape(str(value))
+
+
+def summary_table(runs: pl.DataFrame) -> str:
+    cols = [c for c in SUMMARY_COLUMNS if c in runs.columns]
+    head = "".join(f"<th>{html.escape(SUMMARY_COLUMNS[c][0])}</th>" for c in cols)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_cell(r[c], SUMMARY_COLUMNS[c][1], c)}</td>" for c in cols) + "</tr>"
+        for r in runs.iter_rows(named=True))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
+           charts: list[tuple[str, str, str, dict]], notes: list[str]) -> str:
+    """charts: (key, title, caption, Vega-Lite spec)."""
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
+    sections = "".join(
+        f'<section class="chart"><h2>{html.escape(t)}</h2><div id="chart-{html.escape(k)}"></div>'
+        f'<p class="caption">{html.escape(c)}</p></section>' for k, t, c, _ in charts)
+    note_items = "".join(f'<li class="note">{html.escape(n)}</li>' for n in notes)
+    specs = script_json({k: spec for k, _, _, spec in charts})
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{STYLE}</style>
+<script>{vega_bundle()}</script>
+</head><body>
+<h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>
+<h2>Findings</h2><ul id="findings">{items}</ul>
+<h2>Runs</h2>{summary_table(runs)}
+{sections}
+{f'<h2>Not shown</h2><ul id="notes">{note_items}</ul>' if notes else ''}
+<script type="application/json" id="specs">{specs}</script>
+<script>
+const specs = JSON.parse(document.getElementById("specs").textContent);
+for (const [key, spec] of Object.entries(specs)) {{
+  vegaEmbed("#chart-" + key, spec, {{actions: false, renderer: "svg"}})
+    .catch(err => console.error("chart " + key + ": " + err));
+}}
+</script>
+</body></html>
+"""
