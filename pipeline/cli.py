@@ -267,5 +267,77 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
     sys.exit(1 if failed else 0)
 
 
+def _write_report(db, out, runs, png, svg, quiet) -> None:
+    from reports import build_report, headline
+
+    result = build_report(db, out, runs=list(runs) or None, png_dir=png, svg_dir=svg)
+    if not quiet:
+        for line in headline(db):
+            click.echo(line)
+        for note in result.omitted:
+            stderr.print(f"not shown: {note}", markup=False, highlight=False, soft_wrap=True)
+    stderr.print(f"report: {result.path} ({result.bytes / 1e6:.1f} MB, {len(result.charts)} charts"
+                 + (f", {len(result.images)} images" if result.images else "") + ")", highlight=False)
+
+
+@main.command(context_settings=CONTEXT)
+@DB_OPTION
+@click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="HTML file to write (self-contained, opens offline).")
+@click.option("--runs", multiple=True, metavar="RUN_ID", help="Only these runs (repeatable; default all).")
+@click.option("--png", type=click.Path(file_okay=False), default=None, help="Also write each chart as PNG here.")
+@click.option("--svg", type=click.Path(file_okay=False), default=None, help="Also write each chart as SVG here.")
+@click.option("-q", "--quiet", is_flag=True, help="Only print where the report went.")
+def report(db, out, runs, png, svg, quiet) -> None:
+    """Write one self-contained HTML report of scaling trends.
+
+    Charts: throughput and ideal scaling, efficiency and marginal throughput,
+    MFU, the step-time breakdown, exposed communication by process group,
+    parallel layouts, collective bandwidth, per-rank transfer vs waiting, and
+    energy per token, with findings in plain sentences and a summary table.
+    Charts whose data is absent are listed with what would enable them.
+
+    \b
+    Example:
+      scaletrace report --db demo.duckdb -o demo.html
+      scaletrace report --db runs.duckdb --runs llama-8 --runs llama-16 --png figures/
+    """
+    try:
+        _write_report(db, out, runs, png, svg, quiet)
+    except (DatabaseError, queries.QueryError) as exc:
+        fail(str(exc))
+
+
+@main.command(name="run", context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--out", "out_dir", default="scaletrace-out", show_default=True,
+              type=click.Path(file_okay=False), help="Directory for scaletrace.duckdb and report.html.")
+@click.option("--png", is_flag=True, help="Also write each chart as PNG under OUT/figures.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; only errors and where the report went.")
+def run_all(paths, out_dir, png, quiet) -> None:
+    """Ingest traces and write the report in one go (for batch use).
+
+    Exit status 1 if any file failed to ingest (the report is still written
+    from everything that did).
+
+    \b
+    Example:
+      scaletrace run fixtures/demo-sweep -o demo-report
+      scaletrace run /data/traces/llama-* -o llama-report --png
+    """
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "scaletrace.duckdb"
+    try:
+        report_ = run_ingest(paths, db, on_outcome=lambda o: o.status == "error" and stderr.print(
+            o.line(), markup=False, highlight=False, soft_wrap=True))
+        _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
+    except (DatabaseError, queries.QueryError) as exc:
+        fail(str(exc))
+    sys.exit(1 if report_.errors else 0)
+
+
 if __name__ == "__main__":
     main()

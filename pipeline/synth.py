@@ -18,7 +18,8 @@ correlation) and carries NCCL kernel args (collective name, process group,
 group size, dtype, element counts).  Rank r's clock is offset by
 ``clock_offset_us × r`` and its ``baseTimeNanoseconds`` compensates, so aligned
 times agree across ranks.  ``run.json`` carries the workload, layout, tokens,
-model size and device peak.
+model size and device peak; ``power_watts`` adds constant NVML-style power
+samples per rank.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class SynthRun:
     peak_flops: float | None = 989e12
     device_name: str = "NVIDIA H100 80GB HBM3"
     parallel: dict = field(default_factory=dict)
+    power_watts: float | None = None  # writes rank{r}.power.jsonl: constant power per GPU
+    kernel_prefix: str = ""  # prepended to kernel names (e.g. markup, for escaping tests)
+    pg_prefix: str = ""  # prepended to process group descriptions
     seed: int = 0  # shuffles event order in the file (the answers must not depend on it)
 
     def starts(self, step: int) -> dict[int, int]:
@@ -86,13 +90,13 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
                        "tid": pid, "ts": ts - shift, "dur": 1, "args": {"correlation": corr}})
         return corr
 
-    nccl_args = {"Process Group Description": "default_pg", "dtype": "Float"}
+    nccl_args = {"Process Group Description": spec.pg_prefix + "default_pg", "dtype": "Float"}
     for step in range(spec.steps):
         s0 = step * spec.step_us
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}",
                        "pid": pid, "tid": pid, "ts": s0 - shift, "dur": spec.step_us, "args": {}})
         a = spec.starts(step)[rank]
-        events.append(_kernel("sm90_xmma_gemm_bf16bf16_bf16f32", a - shift, spec.compute_us, 7, launch(s0 + 1)))
+        events.append(_kernel(spec.kernel_prefix + "sm90_xmma_gemm_bf16bf16_bf16f32", a - shift, spec.compute_us, 7, launch(s0 + 1)))
         begin, end = spec.allreduce(step)[rank]
         events.append(_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
                               begin - shift, end - begin, 20, launch(s0 + 2),
@@ -103,7 +107,7 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
             events.append(_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
                                   end - shift, spec.tp_comm_us, 21, launch(s0 + 3),
                                   **{**nccl_args, "Collective name": "_allgather_base",
-                                     "Process Group Name": "1", "Process Group Description": "tp",
+                                     "Process Group Name": "1", "Process Group Description": spec.pg_prefix + "tp",
                                      "Group size": spec.ranks, "In msg nelems": spec.nelems // spec.ranks,
                                      "Out msg nelems": spec.nelems}))
     random.Random(spec.seed * 1000 + rank).shuffle(events)
@@ -123,6 +127,9 @@ def write_run(root: Path, spec: SynthRun) -> Path:
             "traceEvents": _rank_events(spec, rank),
         }
         (run_dir / f"rank{rank}.json").write_text(json.dumps(doc))
+        if spec.power_watts is not None:
+            samples = [{"ts_ns": BASE_TIME_NS + i * 100_000_000, "watts": spec.power_watts} for i in range(5)]
+            (run_dir / f"rank{rank}.power.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
     manifest = {
         "run_id": spec.run_id, "workload": spec.workload, "scaling": spec.scaling,
         "world_size": spec.ranks, "num_nodes": 1, "gpus_per_node": spec.ranks,

@@ -56,13 +56,17 @@ def build_throughput(scaling: pl.DataFrame) -> alt.Chart:
 
 
 def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
-    best = _data(best_per_size(scaling))
+    best_df = best_per_size(scaling)
+    best = _data(best_df)
     eff = alt.Chart(best).mark_line(point=True).encode(
         x=_gpus_axis(), y=alt.Y("scaling_efficiency_pct:Q", title="scaling efficiency (%)"),
         color="sweep:N", tooltip=["run_id:N", alt.Tooltip("scaling_efficiency_pct:Q", format=".1f")],
     ).properties(title="Scaling efficiency (best run per GPU count)", width=WIDTH // 1.4, height=HEIGHT)
     rule = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="gray").encode(y="y:Q")
-    marginal = alt.Chart(best).mark_bar().encode(
+    gains = best_df.filter(pl.col("marginal_tokens_per_s_per_gpu").is_not_null())
+    if gains.is_empty():  # one GPU count per sweep: nothing to compare with
+        return alt.hconcat(eff)
+    marginal = alt.Chart(_data(gains)).mark_bar().encode(
         x=alt.X("world_size:O", title="GPUs (ranks)"),
         y=alt.Y("marginal_tokens_per_s_per_gpu:Q", title="tokens/s gained per added GPU"),
         color="sweep:N", xOffset="sweep:N",
@@ -71,12 +75,19 @@ def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
     return alt.hconcat(eff, marginal + rule)
 
 
-def build_mfu(runs: pl.DataFrame) -> alt.Chart:
-    return alt.Chart(_data(runs)).mark_line(point=True).encode(
-        x=_gpus_axis(), y=alt.Y("mfu_pct:Q", title="MFU (% of peak FLOP/s)"),
-        color=alt.Color("workload:N", title="workload"), detail="run_id:N",
-        tooltip=["run_id:N", alt.Tooltip("mfu_pct:Q", format=".2f"), "peak_flops_source:N"],
-    ).properties(title="Model FLOPs utilisation vs GPUs", width=WIDTH, height=HEIGHT)
+def _per_gpu_count(runs: pl.DataFrame, field: str, title: str, agg: str, fmt: str) -> alt.LayerChart:
+    """Points for every run, a line through the best run (``agg``) at each GPU count."""
+    points = alt.Chart(_data(runs)).mark_point(filled=True, size=50).encode(
+        x=_gpus_axis(), y=alt.Y(f"{field}:Q", title=title), color=alt.Color("workload:N", title="workload"),
+        tooltip=["run_id:N", alt.Tooltip(f"{field}:Q", format=fmt)])
+    line = alt.Chart(_data(runs)).mark_line().encode(
+        x=_gpus_axis(), y=alt.Y(f"{agg}({field}):Q", title=title), color="workload:N")
+    return line + points
+
+
+def build_mfu(runs: pl.DataFrame) -> alt.LayerChart:
+    return _per_gpu_count(runs, "mfu_pct", "MFU (% of peak FLOP/s)", "max", ".2f").properties(
+        title="Model FLOPs utilisation vs GPUs (line: best run per GPU count)", width=WIDTH, height=HEIGHT)
 
 
 def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
@@ -156,12 +167,9 @@ def build_rank_wait(rank_wait: pl.DataFrame) -> alt.FacetChart:
         title="Per rank: exposed comm split into transfer and waiting (outlined: the usual straggler)")
 
 
-def build_energy(runs: pl.DataFrame) -> alt.Chart:
-    return alt.Chart(_data(runs)).mark_line(point=True).encode(
-        x=_gpus_axis(), y=alt.Y("energy_per_token_j:Q", title="energy per token (J)"),
-        color=alt.Color("workload:N", title="workload"), detail="run_id:N",
-        tooltip=["run_id:N", alt.Tooltip("energy_per_token_j:Q", format=".3g")],
-    ).properties(title="Energy per token vs GPUs", width=WIDTH, height=HEIGHT)
+def build_energy(runs: pl.DataFrame) -> alt.LayerChart:
+    return _per_gpu_count(runs, "energy_per_token_j", "energy per token (J)", "min", ".3g").properties(
+        title="Energy per token vs GPUs (line: most frugal run per GPU count)", width=WIDTH, height=HEIGHT)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
         FROM window_breakdown(false, NULL) GROUP BY run_id""")
     exposed = db.sql("""
         WITH spans AS (SELECT run_id, sum(span_ns) AS span_ns FROM window_breakdown(false, NULL) GROUP BY run_id)
-        SELECT e.run_id, coalesce(e.pg_desc, e.pg_name, '?') AS process_group,
+        SELECT e.run_id, coalesce(e.pg_desc, e.pg_name, 'unnamed group') AS process_group,
                coalesce(e.collective, '?') AS collective,
                100.0 * sum(e.exposed_ns) / any_value(s.span_ns) AS exposed_pct
         FROM comm_events(NULL) e JOIN spans s USING (run_id)

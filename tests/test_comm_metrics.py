@@ -126,6 +126,15 @@ def test_run_summary_says_why_numbers_are_missing(tmp_path):
         assert reason in r["null_reasons"]
 
 
+def test_energy_per_token_from_power_samples(tmp_path):
+    spec = SynthRun("powered", ranks=2, steps=2, step_us=1000, power_watts=400.0, tokens_per_step=4096)
+    db = tmp_path / "t.duckdb"
+    assert not ingest([write_run(tmp_path, spec)], db=db, workers=1).errors
+    r = query(db, "run_summary").row(0, named=True)
+    # two GPUs at 400 W for one 1 ms step that processes 4096 tokens
+    assert r["energy_per_token_j"] == pytest.approx(2 * 400.0 * 1e-3 / 4096)
+
+
 def test_peak_from_device_table(tmp_path):
     spec = SynthRun("a100", ranks=1, steps=1, peak_flops=None, device_name="NVIDIA A100-SXM4-80GB")
     db = tmp_path / "t.duckdb"

@@ -1,0 +1,135 @@
+"""Reports: valid Vega-Lite from every builder, a self-contained HTML that renders in a real
+browser with no console errors, and names from traces that cannot inject markup."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline import connect, ingest
+from pipeline.cli import main
+from pipeline.synth import SynthRun, write_run
+from reports import build_report
+from reports import charts as chart_defs
+from reports import data as report_data
+from reports.html import vega_bundle
+
+EVIL = '<script>alert("pwned")</script>\'"&'
+
+
+@pytest.fixture(scope="module")
+def sweep_db(tmp_path_factory):
+    """A strong-scaling sweep 1 -> 2 -> 4 GPUs with a straggler, two layouts at 4, power, sizes."""
+    root = tmp_path_factory.mktemp("sweep")
+    for n, us in {1: 1000, 2: 600, 4: 450}.items():
+        write_run(root, SynthRun(f"w-{n}", ranks=n, steps=2, step_us=us, compute_us=150, workload="w",
+                                 straggler_rank=n - 1 if n > 1 else None, straggler_delay_us=40,
+                                 tp_comm_us=20, power_watts=300.0))
+    write_run(root, SynthRun("w-4-tp2", ranks=4, steps=2, step_us=500, compute_us=150, workload="w",
+                             parallel={"dp": 2, "tp": 2, "pp": 1, "cp": 1}))
+    db = root / "t.duckdb"
+    assert not ingest([root], db=db, workers=1).errors
+    return db
+
+
+@pytest.fixture(scope="module")
+def report_data_(sweep_db):
+    with connect(sweep_db) as db:
+        return report_data.load(db)
+
+
+@pytest.mark.parametrize("spec", chart_defs.CHARTS, ids=lambda s: s.key)
+def test_every_builder_gives_valid_vega_lite_that_survives_json(spec, report_data_):
+    df = getattr(report_data_, spec.source)
+    if spec.source == "exposed_by_group":
+        df = df.join(report_data_.runs.select("run_id", "world_size", "workload"), on="run_id")
+    df = spec.select(df)
+    assert not df.is_empty(), f"the test sweep should feed {spec.key}"
+    chart = spec.build(df)
+    d = chart.to_dict()  # altair validates against the Vega-Lite schema here
+    assert d["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_html_is_self_contained(sweep_db, tmp_path):
+    result = build_report(sweep_db, tmp_path / "r.html")
+    text = result.path.read_text()
+    assert len(result.charts) == len(chart_defs.CHARTS)  # every chart has data in this sweep
+    assert not re.search(r"""<script[^>]+src\s*=|<link[^>]+href\s*=\s*["']?(https?:)?//""", text, re.I)
+    assert "</script" not in vega_bundle().lower()  # the inlined bundle cannot close its tag early
+    assert result.bytes < 3_000_000
+    assert any("rose" in f and "efficiency" in f for f in result.findings)
+
+
+def test_missing_data_is_named_not_drawn(tmp_path):
+    write_run(tmp_path, SynthRun("solo", ranks=1, steps=1, tokens_per_step=None, workload=None))
+    db = tmp_path / "t.duckdb"
+    ingest([tmp_path], db=db, workers=1)
+    result = build_report(db, tmp_path / "r.html")
+    assert "throughput" not in result.charts and "breakdown" in result.charts
+    assert any("add" in n.lower() or "give runs" in n for n in result.omitted)
+    assert "tokens_per_step" in result.path.read_text()
+
+
+def test_png_and_svg_for_papers(sweep_db, tmp_path):
+    result = build_report(sweep_db, tmp_path / "r.html", png_dir=tmp_path / "png", svg_dir=tmp_path / "svg")
+    assert sorted(p.stem for p in (tmp_path / "png").iterdir()) == sorted(result.charts)
+    assert (tmp_path / "png" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "svg" / "mfu.svg").read_text().lstrip().startswith("<svg")
+
+
+def test_trace_names_cannot_inject_markup(tmp_path):
+    spec = SynthRun("evil-run", ranks=2, steps=1, workload=EVIL, kernel_prefix=EVIL, pg_prefix=EVIL)
+    run = write_run(tmp_path, spec)
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["run_id"] = "run" + EVIL
+    (run / "run.json").write_text(json.dumps(manifest))
+    db = tmp_path / "t.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    text = build_report(db, tmp_path / "r.html").path.read_text()
+    assert "<script>alert" not in text
+    assert text.count("<script") == 3  # the Vega bundle, the JSON specs, the embed loop
+    assert "run&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&#x27;&quot;&amp;" in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=20000"]
+
+
+def _browser(html, tmp_path, *extra):
+    profile = tmp_path / "chromium-profile"
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, html.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make setup installs Debian's chromium as root)")
+@pytest.mark.parametrize("which", ["sweep", "evil"])
+def test_report_renders_in_headless_chromium(which, sweep_db, tmp_path):
+    if which == "sweep":
+        db = sweep_db
+    else:
+        write_run(tmp_path, SynthRun("e", ranks=2, steps=1, workload="x" + EVIL, kernel_prefix=EVIL,
+                                     pg_prefix=EVIL))
+        db = tmp_path / "t.duckdb"
+        ingest([tmp_path], db=db, workers=1)
+    result = build_report(db, tmp_path / "r.html")
+    shot = tmp_path / "report.png"
+    _browser(result.path, tmp_path, f"--screenshot={shot}", "--window-size=1300,5000")
+    dom_run = _browser(result.path, tmp_path, "--dump-dom")
+    dom = dom_run.stdout
+    console = [ln for ln in dom_run.stderr.splitlines() if ":CONSOLE" in ln]
+    assert not console, console
+    for key in result.charts:  # every chart drew an SVG
+        start = dom.index(f'id="chart-{key}"')
+        end = dom.find("<section", start)
+        assert "<svg" in dom[start:end if end > 0 else None], key
+    assert re.search(r'<ul id="findings"><li>', dom)
+    assert "<script>alert" not in dom.split('id="specs"')[0]
+    assert shot.stat().st_size > 10_000
