@@ -15,6 +15,10 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not available; collectors need torch"
 	$(BIN)/pip install -q -e '.[dev]'
+	@# Debian's chromium for the report's browser test (skipped with a reason where it cannot be installed)
+	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } \
+	  >/dev/null 2>&1; } || echo "no chromium: the browser test will skip"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -22,10 +26,9 @@ setup: $(VENV)/.installed
 demo: setup
 	rm -f $(DB)
 	$(BIN)/scaletrace sweep collectors/demo_sweep.toml --ingest $(DB)
-	$(BIN)/scaletrace query run_summary --db $(DB)
 	$(BIN)/scaletrace query scaling --db $(DB)
-	$(BIN)/scaletrace query layouts --db $(DB) -p world_size 4
-	@echo "database: $(DB); runs: runs/demo/"
+	$(BIN)/scaletrace report --db $(DB) -o demo-report.html --png demo-figures
+	@echo "report: $$(pwd)/demo-report.html  database: $(DB)  runs: runs/demo/"
 
 test: setup
 	$(BIN)/python -m pytest
