@@ -64,8 +64,8 @@ def _sample_ranks(df: pl.DataFrame, summary: pl.DataFrame, notes: list[str]) -> 
     if multi.height > MAX_RANK_RUNS:
         keep = multi.sort(["n", "run_id"], descending=[True, False]).head(MAX_RANK_RUNS)["run_id"]
         notes.append(f"Per-rank chart: the {MAX_RANK_RUNS} runs with the most ranks of {multi.height}.")
-        multi = multi.filter(pl.col("run_id").is_in(keep))
-    df = df.filter(pl.col("run_id").is_in(multi["run_id"]))
+        multi = multi.filter(pl.col("run_id").is_in(keep.to_list()))
+    df = df.filter(pl.col("run_id").is_in(multi["run_id"].to_list()))
     big = multi.filter(pl.col("n") > MAX_RANKS)
     if big.height:
         notes.append(f"Per-rank chart: runs with more than {MAX_RANKS} ranks show their {MAX_RANKS} "
