@@ -76,16 +76,26 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
 
     def on_outcome(outcome) -> None:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        if outcome.status == "error" or (outcome.status == "note" and not quiet):
-            prefix = "" if outcome.status == "error" else "note: "
-            progress.console.print(prefix + outcome.line(), markup=False, highlight=False, soft_wrap=True)
+        if outcome.status == "error":
+            line = outcome.line()
+        elif quiet:
+            return
+        elif outcome.status == "note":
+            line = "note: " + outcome.line()
+        elif outcome.warning:
+            line = f"note: {outcome.path}: {outcome.warning}"
+        else:
+            return
+        progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     task = progress.add_task("ingest", total=None)
     try:
         with progress:
             report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
                                 on_outcome=on_outcome,
-                                on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+                                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                                on_wait=lambda msg: progress.console.print(msg, markup=False, highlight=False,
+                                                                           soft_wrap=True))
     except DatabaseError as exc:
         fail(str(exc))
     if not quiet:

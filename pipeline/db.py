@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 import queries
-from pipeline.schema import DatabaseError, _first_line
+from pipeline.schema import DatabaseError, _first_line, connect_waiting
 
 
 class Database:
@@ -18,12 +18,12 @@ class Database:
     >>> db.query("rank_breakdown", run_id="param-dlrm-8rank")
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, wait_s: float = 10.0):
         self.path = Path(path)
         if not self.path.is_file():
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
+        self.con = connect_waiting(self.path, read_only=True, wait_s=wait_s)
         try:
-            self.con = duckdb.connect(str(self.path), read_only=True)
             self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
@@ -56,5 +56,6 @@ class Database:
         self.close()
 
 
-def connect(path: str | Path = "scaletrace.duckdb") -> Database:
-    return Database(path)
+def connect(path: str | Path = "scaletrace.duckdb", wait_s: float = 10.0) -> Database:
+    """Open read-only; waits up to ``wait_s`` seconds while an ingest holds the file."""
+    return Database(path, wait_s)

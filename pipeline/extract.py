@@ -153,6 +153,7 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
                 step_rows.append((int(match.group(1)), ts, ts + dur))
     steps = _Steps(step_rows)
     meta = _meta(doc, fractional, len(events), cpu_evs)
+    meta["zero_duration_events"] = sum(1 for e in device_evs if e[5] == 0)
     if device_evs:
         meta["trace_mode"] = "gpu"
         device, collectives = _gpu_tables(device_evs, cpu_evs, runtime, steps, classifier)

@@ -44,6 +44,7 @@ class Outcome:
     message: str = ""
     run_id: str | None = None
     rank: int | None = None
+    warning: str | None = None  # worth a line even though the file ingested
 
     def line(self) -> str:
         return f"{self.path}: {self.message}"
@@ -93,6 +94,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
                         found += 1
             if not found:
                 problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
+        elif path.is_symlink():
+            problems.append(Outcome(str(path), "error", "broken symlink or symlink loop"))
         else:
             problems.append(Outcome(str(path), "error", "no such file or directory"))
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
@@ -136,6 +139,8 @@ def ingest(
     workers: int | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    lock_wait_s: float = schema.LOCK_WAIT_S,
 ) -> IngestReport:
     """Ingest trace files or run directories into the DuckDB file ``db``."""
     report = IngestReport()
@@ -146,7 +151,7 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    con = schema.open_for_write(db)
+    con = schema.open_for_write(db, lock_wait_s, on_wait)
     try:
         for outcome in problems:
             record(outcome)
@@ -158,7 +163,7 @@ def ingest(
     tasks = [(f, run) for run in runs for f in run.files]
     parsed = _parse_all(tasks, known, rules, keep_python, workers)
     first = next(parsed, None)
-    con = schema.open_for_write(db)
+    con = schema.open_for_write(db, lock_wait_s, on_wait)
     try:
         done = 0
         for item in itertools.chain([first] if first else [], parsed):
@@ -170,12 +175,28 @@ def ingest(
             if on_progress:
                 on_progress(done, len(tasks))
         for run in runs:
-            for outcome in _ingest_side_files(con, run):
+            for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
                 record(outcome)
                 _log(con, outcome)
     finally:
         con.close()
     return report
+
+
+def _missing_ranks(con, run: RunInfo) -> list[Outcome]:
+    """A note when the run's world size says there are ranks without a trace."""
+    rows = con.execute(
+        "SELECT list(DISTINCT rank ORDER BY rank), max(world_size) FROM traces WHERE run_id = ?",
+        [run.run_id]).fetchall()
+    ranks, trace_world = rows[0] if rows else ([], None)
+    world = run.manifest.world_size or trace_world
+    if not ranks or not world or len(ranks) >= world:
+        return []
+    missing = sorted(set(range(world)) - set(ranks))
+    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    return [Outcome(str(run.run_dir), "note", f"run '{run.run_id}': {len(missing)} of {world} ranks have no "
+                    f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
+                    run.run_id)]
 
 
 def _ingest_side_files(con, run: RunInfo) -> list[Outcome]:
@@ -281,9 +302,13 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
         return Outcome(str(path), "error", f"cannot store: {str(exc).splitlines()[0]}", run.run_id)
     message = f"ingested as run '{run.run_id}' rank {rank}"
+    warning = None
     if rank_source == "single_trace":
-        message += " (no rank in the trace or its name; a run of one trace is rank 0)"
-    return Outcome(str(path), "ok", message, run.run_id, rank)
+        warning = "no rank in the trace or its name; a run of one trace is rank 0"
+    zero = extracted.meta["zero_duration_events"]
+    if zero:
+        warning = "; ".join(filter(None, [warning, f"{zero} device events of zero duration kept (they add no time)"]))
+    return Outcome(str(path), "ok", message + (f" ({warning})" if warning else ""), run.run_id, rank, warning)
 
 
 def _log(con, outcome: Outcome) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -19,13 +21,42 @@ class DatabaseError(RuntimeError):
     """A database file that cannot be opened or used."""
 
 
-def open_for_write(db: str | Path) -> duckdb.DuckDBPyConnection:
-    try:
-        con = duckdb.connect(str(db))
-    except duckdb.IOException as exc:
-        raise DatabaseError(f"{db}: cannot open for writing ({_first_line(exc)})") from None
-    except duckdb.Error as exc:
-        raise DatabaseError(f"{db}: not a usable DuckDB file ({_first_line(exc)})") from None
+LOCK_WAIT_S = 300.0  # how long an ingest waits for another writer to finish
+
+
+def is_lock_error(exc: Exception) -> bool:
+    return "Conflicting lock" in str(exc) or "Could not set lock" in str(exc)
+
+
+def lock_holder(exc: Exception) -> str:
+    match = re.search(r"\(PID (\d+)\)", str(exc))
+    return f"process {match.group(1)}" if match else "another process"
+
+
+def connect_waiting(db: str | Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S,
+                    on_wait=None) -> duckdb.DuckDBPyConnection:
+    """Open ``db``; while another process holds its lock, wait up to ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            return duckdb.connect(str(db), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not is_lock_error(exc):
+                raise DatabaseError(f"{db}: cannot open ({_first_line(exc)})") from None
+            if time.monotonic() >= deadline:
+                raise DatabaseError(f"{db}: in use by {lock_holder(exc)} (an ingest?) for more than "
+                                    f"{wait_s:.0f} s; try again when it has finished") from None
+            if on_wait and not told:
+                on_wait(f"{db}: waiting for {lock_holder(exc)} to release the database")
+                told = True
+            time.sleep(0.2)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"{db}: not a usable DuckDB file ({_first_line(exc)})") from None
+
+
+def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None) -> duckdb.DuckDBPyConnection:
+    con = connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
     con.execute(REFERENCE_SQL.read_text())

@@ -115,3 +115,33 @@ def test_not_a_database(tmp_path):
     bogus.write_text("not a database")
     result = CliRunner().invoke(main, ["query", "rank_breakdown", "--db", str(bogus)])
     assert result.exit_code == 1 and result.stderr.startswith("error: ")
+
+
+def test_zero_durations_are_kept_with_a_note(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD + [kernel("empty_kernel", 300, 0)], rank=0)
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 0
+    assert "1 device events of zero duration kept" in result.stderr
+
+
+def test_a_rank_missing_from_a_run_is_named(tmp_path):
+    run = tmp_path / "run"
+    for rank in (0, 2):  # world size 3 (run.json), rank 1 absent
+        write_trace(run / f"rank{rank}.json", GOOD, rank=rank)
+    (run / "run.json").write_text(json.dumps({"world_size": 3}))
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 0
+    assert "1 of 3 ranks have no trace (ranks 1)" in result.stderr
+
+
+def test_symlink_loops_do_not_hang(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    (run / "loop").symlink_to(run, target_is_directory=True)  # a directory cycle
+    (run / "self.json").symlink_to(run / "self.json")  # a file that points at itself
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(run), str(run / "self.json"), "--db", str(db), "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"{run / 'self.json'}: broken symlink or symlink loop"
+    assert query(db, "rank_breakdown")["rank"].to_list() == [0]
