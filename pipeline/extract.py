@@ -150,7 +150,8 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
         elif cat != "gpu_user_annotation" and "ProfilerStep" in name:
             match = STEP_RE.search(name)
             if match:
-                step_rows.append((int(match.group(1)), ts, ts + dur))
+                step = _int(int(match.group(1)), "ProfilerStep number", index)
+                step_rows.append((step, ts, ts + dur))
     steps = _Steps(step_rows)
     meta = _meta(doc, fractional, len(events), cpu_evs)
     meta["zero_duration_events"] = sum(1 for e in device_evs if e[5] == 0)

@@ -117,6 +117,8 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         return sha, len(raw), len(data), extracted, None
     except TraceError as exc:
         return sha, len(raw), 0, None, str(exc)
+    except (OverflowError, pa.ArrowException) as exc:  # a value our checks missed: still one line
+        return sha, len(raw), 0, None, f"a value does not fit its column ({str(exc).splitlines()[0]})"
     except (MemoryError, RecursionError) as exc:
         return sha, len(raw), 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
 
