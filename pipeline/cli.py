@@ -17,8 +17,8 @@ from pipeline.ingest import ingest as run_ingest
 from pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True,
-                         type=click.Path(dir_okay=False), help="DuckDB database file.")
+DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True, type=click.Path(),
+                         help="DuckDB database file (or, for reading, a `scaletrace export` Parquet directory).")
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
                              default="table", show_default=True,
                              help="table for terminals; csv / json (one array of row objects) for pipes.")
@@ -275,6 +275,72 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
     for r in failed:
         stderr.print(f"failed: {r.run_id}: {r.message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(1 if failed else 0)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--ranks", default="8", show_default=True, help="Ranks per run; a list (8,16,32) makes a sweep.")
+@click.option("--steps", default=5, show_default=True, help="ProfilerSteps per rank.")
+@click.option("--kernels-per-step", default=20, show_default=True, help="Compute kernels per step (a mix).")
+@click.option("--tp", default=1, show_default=True, help="Tensor-parallel degree (DP × TP process groups).")
+@click.option("--straggler", type=int, default=None, help="Rank that arrives late at every all_reduce.")
+@click.option("--delay-us", default=200, show_default=True, help="The straggler's delay (µs).")
+@click.option("--clock-offset-us", default=0, show_default=True, help="Per-rank clock offset (µs).")
+@click.option("--workload", default="synth", show_default=True, help="Sweep label in run.json.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--gzip/--no-gzip", "gz", default=True, show_default=True)
+def synth(out_dir, ranks, steps, kernels_per_step, tp, straggler, delay_us, clock_offset_us, workload, seed, gz):
+    """Generate seeded, valid Kineto trace sets with known answers (tests, benchmarks).
+
+    Each rank: ProfilerSteps, a mix of compute kernels, a DP all_reduce that
+    overlaps the end of compute, a TP all_gather, NCCL kernel args, runtime
+    launches linked by correlation, optional clock offsets and a straggler
+    (pipeline/synth.py documents the layout and the expected numbers).
+
+    \b
+    Example:
+      scaletrace synth /tmp/big --ranks 1024 --steps 4
+      scaletrace synth /tmp/sweep --ranks 8,16,32 --tp 2 --straggler 3
+    """
+    from pathlib import Path
+
+    from pipeline.synth import SynthRun, write_run
+
+    try:
+        sizes = [int(x) for x in ranks.split(",")]
+    except ValueError:
+        raise click.UsageError(f"--ranks wants integers, got {ranks!r}") from None
+    for n in sizes:
+        if n < 1 or n % tp:
+            raise click.UsageError(f"--ranks {n} is not a positive multiple of --tp {tp}")
+        spec = SynthRun(f"{workload}-{n}", ranks=n, steps=steps, step_us=2000, compute_us=600,
+                        kernels_per_step=kernels_per_step, tp=tp, tp_comm_us=40 if tp > 1 else 0,
+                        straggler_rank=straggler if straggler is not None and straggler < n else None,
+                        straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
+                        parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gz)
+        run = write_run(Path(out_dir), spec)
+        stderr.print(f"{run}: {n} ranks × {steps} steps", highlight=False)
+
+
+@main.command(context_settings=CONTEXT)
+@DB_OPTION
+@click.option("--parquet", "parquet_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory to write (event tables partitioned by run_id and rank).")
+def export(db, parquet_dir) -> None:
+    """Export the database as Parquet; queries and reports accept the directory as --db.
+
+    \b
+    Example:
+      scaletrace export --db runs.duckdb --parquet runs-parquet/
+      scaletrace query rank_breakdown --db runs-parquet/
+    """
+    from pipeline.export import export_parquet
+
+    try:
+        counts = export_parquet(db, parquet_dir)
+    except DatabaseError as exc:
+        fail(str(exc))
+    stderr.print(f"{sum(counts.values()):,} rows in {len(counts)} tables -> {parquet_dir}", highlight=False)
 
 
 def _write_report(db, out, runs, png, svg, quiet) -> None:

@@ -12,7 +12,8 @@ from pipeline.schema import DatabaseError, _first_line, connect_waiting
 
 
 class Database:
-    """A scaletrace DuckDB file opened read-only.
+    """A scaletrace DuckDB file opened read-only, or a directory written by
+    ``scaletrace export --parquet`` (read through views).
 
     >>> db = connect("scaletrace.duckdb")
     >>> db.query("rank_breakdown", run_id="param-dlrm-8rank")
@@ -20,6 +21,11 @@ class Database:
 
     def __init__(self, path: str | Path, wait_s: float = 10.0):
         self.path = Path(path)
+        if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
+            from pipeline.export import open_parquet
+
+            self.con = open_parquet(self.path)
+            return
         if not self.path.is_file():
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
         self.con = connect_waiting(self.path, read_only=True, wait_s=wait_s)

@@ -24,10 +24,13 @@ samples per rank.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import msgspec
 
 BASE_TIME_NS = 1_700_000_000_000_000_000
 
@@ -56,6 +59,9 @@ class SynthRun:
     device_name: str = "NVIDIA H100 80GB HBM3"
     parallel: dict = field(default_factory=dict)
     power_watts: float | None = None  # writes rank{r}.power.jsonl: constant power per GPU
+    kernels_per_step: int = 1  # the compute window split into this many back-to-back kernels
+    tp: int = 1  # > 1: DP groups "dp{r % tp}" of ranks/tp and TP groups "tp{r // tp}" of tp ranks
+    gzip: bool = False
     kernel_prefix: str = ""  # prepended to kernel names (e.g. markup, for escaping tests)
     pg_prefix: str = ""  # prepended to process group descriptions
     seed: int = 0  # shuffles event order in the file (the answers must not depend on it)
@@ -73,15 +79,38 @@ class SynthRun:
         return {r: (b, end) for r, b in begins.items()}
 
 
+KERNEL_MIX = ("sm90_xmma_gemm_bf16bf16_bf16f32", "void at::native::vectorized_elementwise_kernel<4>",
+              "flash_fwd_kernel", "void at::native::(anonymous namespace)::layer_norm_kernel",
+              "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_tn", "triton_poi_fused_add_mul_0",
+              "void at::native::reduce_kernel<512, 1>", "cutlass_80_tensorop_bf16_s16816gemm_relu")
+
+
 def _kernel(name, ts, dur, stream, corr, **args):
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
             "args": {"device": 0, "stream": stream, "correlation": corr, **args}}
+
+
+def _split(total: int, parts: int, rng: random.Random) -> list[int]:
+    """``parts`` positive integers summing to ``total`` (µs)."""
+    parts = max(1, min(parts, total))
+    cuts = sorted(rng.sample(range(1, total), parts - 1)) if parts > 1 else []
+    bounds = [0, *cuts, total]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def _groups(spec: SynthRun, rank: int) -> dict:
+    """Process-group names and sizes of a rank: ("0", world) / ("1", world) without TP."""
+    if spec.tp <= 1:
+        return {"dp": ("0", spec.ranks), "tp": ("1", spec.ranks)}
+    return {"dp": (f"dp{rank % spec.tp}", spec.ranks // spec.tp), "tp": (f"tp{rank // spec.tp}", spec.tp)}
 
 
 def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
     shift = spec.clock_offset_us * rank  # this rank's clock reads `shift` µs less
     events, corr = [], 0
     pid = 1000 + rank
+    rng = random.Random(spec.seed * 100_003 + rank)
+    groups = _groups(spec, rank)
 
     def launch(ts):
         nonlocal corr
@@ -96,19 +125,25 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}",
                        "pid": pid, "tid": pid, "ts": s0 - shift, "dur": spec.step_us, "args": {}})
         a = spec.starts(step)[rank]
-        events.append(_kernel(spec.kernel_prefix + "sm90_xmma_gemm_bf16bf16_bf16f32", a - shift, spec.compute_us, 7, launch(s0 + 1)))
+        names = [spec.kernel_prefix + KERNEL_MIX[0]] + [KERNEL_MIX[rng.randrange(len(KERNEL_MIX))]
+                                                          for _ in range(spec.kernels_per_step - 1)]
+        for name, dur in zip(names, _split(spec.compute_us, spec.kernels_per_step, rng)):
+            events.append(_kernel(name, a - shift, dur, 7, launch(s0 + 1)))
+            a += dur
         begin, end = spec.allreduce(step)[rank]
+        dp_name, dp_size = groups["dp"]
         events.append(_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
                               begin - shift, end - begin, 20, launch(s0 + 2),
-                              **{**nccl_args, "Collective name": "allreduce", "Process Group Name": "0",
-                                 "Group size": spec.ranks, "In msg nelems": spec.nelems,
+                              **{**nccl_args, "Collective name": "allreduce", "Process Group Name": dp_name,
+                                 "Group size": dp_size, "In msg nelems": spec.nelems,
                                  "Out msg nelems": spec.nelems}))
         if spec.tp_comm_us:
+            tp_name, tp_size = groups["tp"]
             events.append(_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
                                   end - shift, spec.tp_comm_us, 21, launch(s0 + 3),
                                   **{**nccl_args, "Collective name": "_allgather_base",
-                                     "Process Group Name": "1", "Process Group Description": spec.pg_prefix + "tp",
-                                     "Group size": spec.ranks, "In msg nelems": spec.nelems // spec.ranks,
+                                     "Process Group Name": tp_name, "Process Group Description": spec.pg_prefix + "tp",
+                                     "Group size": tp_size, "In msg nelems": spec.nelems // tp_size,
                                      "Out msg nelems": spec.nelems}))
     random.Random(spec.seed * 1000 + rank).shuffle(events)
     return events
@@ -126,7 +161,11 @@ def write_run(root: Path, spec: SynthRun) -> Path:
             "baseTimeNanoseconds": BASE_TIME_NS + spec.clock_offset_us * rank * 1000,
             "traceEvents": _rank_events(spec, rank),
         }
-        (run_dir / f"rank{rank}.json").write_text(json.dumps(doc))
+        data = msgspec.json.encode(doc)
+        if spec.gzip:
+            (run_dir / f"rank{rank}.json.gz").write_bytes(gzip.compress(data, compresslevel=1))
+        else:
+            (run_dir / f"rank{rank}.json").write_bytes(data)
         if spec.power_watts is not None:
             samples = [{"ts_ns": BASE_TIME_NS + i * 100_000_000, "watts": spec.power_watts} for i in range(5)]
             (run_dir / f"rank{rank}.power.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
