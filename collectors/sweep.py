@@ -5,7 +5,7 @@ A sweep file::
     workload = "demo-gpt"                  # run.json workload: the runs form one sweep
     out_dir = "runs/demo"                  # one directory per run below it
     run_id = "{workload}-{layout}-{world_size}"
-    launcher = ["torchrun", "--nproc-per-node", "{world_size}"]
+    launcher = ["torchrun", "--standalone", "--nproc-per-node", "{world_size}"]
     command = ["-m", "collectors.demo", "--layout", "{layout}", "--out", "{run_dir}",
                "--run-id", "{run_id}", "--workload", "{workload}"]
     timeout_s = 600
@@ -55,7 +55,7 @@ class SweepSpec:
     out_dir: Path
     command: list[str]
     matrix: dict[str, list]
-    launcher: list[str] = field(default_factory=lambda: ["torchrun", "--nproc-per-node", "{world_size}"])
+    launcher: list[str] = field(default_factory=lambda: ["torchrun", "--standalone", "--nproc-per-node", "{world_size}"])
     run_id: str = ""
     exclude: list[dict] = field(default_factory=list)
     timeout_s: float = 1800

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from pipeline import collectives as coll
+from pipeline import intervals
 from pipeline.classify import Classifier, is_collective_call
 from pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError
 
@@ -33,7 +34,8 @@ class Extracted:
     cpu: pa.Table
     steps: pa.Table
     collectives: pa.Table
-    notes: list[str] = field(default_factory=list)
+    unions: pa.Table  # interval unions per window and set (pipeline/intervals.py)
+    islands: pa.Table  # merged compute intervals of the whole trace
 
 
 def _times(index: int, ev: Event) -> tuple[int, int]:
@@ -171,7 +173,25 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             "dur_ns": pa.array([r[2] - r[1] for r in steps.rows], pa.int64()),
         }),
         collectives=collectives,
+        **_union_tables(device),
     )
+
+
+def _union_tables(device: pa.Table) -> dict:
+    starts = device["ts_ns"].to_pylist()
+    ends = [s + d for s, d in zip(starts, device["dur_ns"].to_pylist())]
+    rows, islands = intervals.window_unions(device["kind"].to_pylist(), starts, ends, device["step"].to_pylist())
+    return {
+        "unions": pa.table({
+            "step": pa.array([r[0] for r in rows], pa.int64()),
+            "set_name": pa.array([r[1] for r in rows], pa.string()),
+            "union_ns": pa.array([r[2] for r in rows], pa.int64()),
+            "first_ns": pa.array([r[3] for r in rows], pa.int64()),
+            "last_ns": pa.array([r[4] for r in rows], pa.int64()),
+        }),
+        "islands": pa.table({"start_ns": pa.array([i[0] for i in islands], pa.int64()),
+                             "end_ns": pa.array([i[1] for i in islands], pa.int64())}),
+    }
 
 
 def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu_evs) -> dict:

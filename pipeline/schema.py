@@ -14,7 +14,7 @@ SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 MACROS_SQL = Path(queries.__file__).with_name("macros.sql")
 REFERENCE_SQL = Path(queries.__file__).with_name("reference.sql")
 SCHEMA_VERSION = "1"
-CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives")
+CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
 
 
 class DatabaseError(RuntimeError):
@@ -94,7 +94,7 @@ def write_trace(con, path: str, sha: str, nbytes: int, json_bytes: int, rank: in
              m["backend"], m["nccl_version"], m["base_time_ns"], m["ts_fractional"],
              m["trace_mode"]],
         )
-        for table, arrow in zip(CHILD_TABLES, (ex.device, ex.cpu, ex.steps, ex.collectives)):
+        for table, arrow in zip(CHILD_TABLES, (ex.device, ex.cpu, ex.steps, ex.collectives, ex.unions, ex.islands)):
             con.register("_incoming", arrow)
             con.execute(
                 f"INSERT INTO {table} SELECT ?, ?, ?, * FROM _incoming",

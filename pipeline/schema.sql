@@ -76,6 +76,25 @@ CREATE TABLE IF NOT EXISTS device_events (
     step        BIGINT
 );
 
+CREATE TABLE IF NOT EXISTS interval_unions (
+    trace_id  BIGINT,
+    run_id    VARCHAR,
+    rank      INTEGER,
+    step      BIGINT,
+    set_name  VARCHAR,
+    union_ns  BIGINT,
+    first_ns  BIGINT,
+    last_ns   BIGINT
+);
+
+CREATE TABLE IF NOT EXISTS compute_islands (
+    trace_id  BIGINT,
+    run_id    VARCHAR,
+    rank      INTEGER,
+    start_ns  BIGINT,
+    end_ns    BIGINT
+);
+
 CREATE TABLE IF NOT EXISTS cpu_events (
     trace_id    BIGINT,
     run_id      VARCHAR,

@@ -1,53 +1,17 @@
 -- Table macros shared by the query files; created in the database by ingest,
 -- so the plain duckdb CLI can call them too.
 --
--- window_islands(per_step, run): the union of the device intervals of each
--- *set* of kinds, as disjoint merged intervals, per trace (rank) and window.
--- A window is the whole trace (per_step = false, step is NULL) or one
--- ProfilerStep (per_step = true; a device event belongs to the step of the
--- CPU call that launched it).  Sets: all, compute, comm, memory, cc (compute
--- ∪ comm), ccm (compute ∪ comm ∪ memory).  Units: ns.  run: a run_id, or
--- NULL for every run.
-CREATE OR REPLACE MACRO window_islands(per_step, run) AS TABLE
-WITH membership(kind, set_name) AS (
-    VALUES ('compute', 'compute'), ('compute', 'cc'), ('compute', 'ccm'), ('compute', 'all'),
-           ('comm', 'comm'), ('comm', 'cc'), ('comm', 'ccm'), ('comm', 'all'),
-           ('memory', 'memory'), ('memory', 'ccm'), ('memory', 'all'),
-           ('sync', 'all'), ('other', 'all')
-),
-events AS (
-    SELECT e.trace_id, e.run_id, e.rank,
-           CASE WHEN per_step THEN e.step END AS step,
-           m.set_name, e.event_id, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns
-    FROM device_events e JOIN membership m USING (kind)
-    WHERE (run IS NULL OR e.run_id = run) AND (NOT per_step OR e.step IS NOT NULL)
-),
-marked AS (
-    -- gaps and islands: an interval starts a new island when it begins after
-    -- every interval before it (in start order) has ended.  event_id breaks
-    -- ties so that both windows below see the same order.
-    SELECT *, CASE WHEN ts_ns <= max(end_ns) OVER (
-                  PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns, event_id
-                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS new_island
-    FROM events
-),
-islands AS (
-    SELECT *, sum(new_island) OVER (
-               PARTITION BY trace_id, step, set_name ORDER BY ts_ns, end_ns, event_id
-               ROWS UNBOUNDED PRECEDING) AS island
-    FROM marked
-)
-SELECT trace_id, run_id, rank, step, set_name, min(ts_ns) AS start_ns, max(end_ns) AS end_ns
-FROM islands GROUP BY trace_id, run_id, rank, step, set_name, island;
-
 -- window_unions(per_step, run): |U(set)| per trace, window and set, with the
--- first start and last end (ns).  Every breakdown metric follows from these
--- lengths by inclusion-exclusion, e.g. |U(compute) ∩ U(comm)| = compute + comm − cc.
+-- first start and last end (ns), from the interval_unions table that ingest
+-- fills (pipeline/intervals.py).  A window is the whole trace (per_step =
+-- false, step is NULL) or one ProfilerStep (per_step = true).  Sets: all,
+-- compute, comm, memory, cc (compute ∪ comm), ccm (compute ∪ comm ∪ memory).
+-- Every breakdown metric follows by inclusion-exclusion, e.g.
+-- |U(compute) ∩ U(comm)| = compute + comm − cc.  run: a run_id or NULL.
 CREATE OR REPLACE MACRO window_unions(per_step, run) AS TABLE
-SELECT trace_id, run_id, rank, step, set_name,
-       sum(end_ns - start_ns)::BIGINT AS union_ns,
-       min(start_ns) AS first_ns, max(end_ns) AS last_ns
-FROM window_islands(per_step, run) GROUP BY trace_id, run_id, rank, step, set_name;
+SELECT trace_id, run_id, rank, step, set_name, union_ns, first_ns, last_ns
+FROM interval_unions
+WHERE (run IS NULL OR run_id = run) AND (step IS NOT NULL) = per_step;
 
 -- window_breakdown(per_step, run): one row per trace × window with every
 -- breakdown column of DESIGN.md "Metric definitions" (ns and pct).
@@ -211,7 +175,7 @@ c AS (
     WHERE d.kind = 'comm' AND (run IS NULL OR d.run_id = run)
 ),
 compute AS (
-    SELECT trace_id, start_ns, end_ns FROM window_islands(false, run) WHERE set_name = 'compute'
+    SELECT trace_id, start_ns, end_ns FROM compute_islands WHERE run IS NULL OR run_id = run
 ),
 hidden AS (
     SELECT c.trace_id, c.event_id,
@@ -285,7 +249,7 @@ j AS (
     FROM e JOIN m USING (run_id, pg_key, seq)
 ),
 compute AS (
-    SELECT trace_id, start_ns, end_ns FROM window_islands(false, run) WHERE set_name = 'compute'
+    SELECT trace_id, start_ns, end_ns FROM compute_islands WHERE run IS NULL OR run_id = run
 ),
 hidden_wait AS (
     SELECT j.trace_id, j.event_id,

@@ -27,7 +27,7 @@ STEPS, MICRO, SEQ = 6, 2, 32
 
 def demo(tmp: Path, name: str, *extra: str) -> Path:
     out = tmp / name
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "collectors.demo", "--layout", "ddp", "--steps",
+    cmd = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "collectors.demo", "--layout", "ddp", "--steps",
            str(STEPS), "--micro-batch", str(MICRO), "--seq-len", str(SEQ), "--profile-steps", "1,1,2",
            "--out", str(out), "--loss-file", str(tmp / f"{name}.loss"), *extra]
     subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=300)
@@ -106,9 +106,9 @@ def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
     out = tmp_path / "wrapped"
     result = CliRunner().invoke(main, ["collect", "--out", str(out), "--steps", "1,1,2", "--meta",
                                        "workload=plain", "--meta", "tokens_per_step=32", "--",
-                                       TORCHRUN, "--nproc-per-node", "2", str(script), str(tmp_path / "a")])
+                                       TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    subprocess.run([TORCHRUN, "--nproc-per-node", "2", str(script), str(tmp_path / "b")], env=ENV,
+    subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "b")], env=ENV,
                    check=True, capture_output=True, timeout=300)
     assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text()  # results unchanged
     assert len(list(out.glob("rank*.pt.trace.json.gz"))) == 2

@@ -1,7 +1,8 @@
-"""Hypothesis properties of the interval SQL against a point-set reference.
+"""Hypothesis properties of the interval unions (pipeline/intervals.py) and the breakdown SQL
+against a point-set reference.
 
 The reference counts covered integer nanoseconds with Python sets: slow but
-obviously right, and independent of the gaps-and-islands SQL under test.
+obviously right, and independent of the merge code under test.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import intervals
 from pipeline.schema import MACROS_SQL, SCHEMA_SQL
 
 KINDS = ["compute", "comm", "memory", "sync", "other"]
@@ -17,17 +19,18 @@ event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60
 
 
 def breakdown(events: list[tuple[str, int, int]]) -> dict:
+    """Unions computed as ingest does (pipeline/intervals.py), metrics by the SQL macro."""
+    kinds = [k for k, _, _ in events]
+    starts = [ts for _, ts, _ in events]
+    rows, _ = intervals.window_unions(kinds, starts, [ts + d for _, ts, d in events], [None] * len(events))
     con = duckdb.connect()
     con.execute(SCHEMA_SQL.read_text())
     con.execute(MACROS_SQL.read_text())
-    con.executemany(
-        "INSERT INTO device_events (trace_id, run_id, rank, event_id, kind, ts_ns, dur_ns) "
-        "VALUES (1, 'r', 0, ?, ?, ?, ?)",
-        [(i, k, ts, dur) for i, (k, ts, dur) in enumerate(events)],
-    )
+    if rows:
+        con.executemany("INSERT INTO interval_unions VALUES (1, 'r', 0, ?, ?, ?, ?, ?)", rows)
     rel = con.sql("SELECT * FROM window_breakdown(false, NULL)")
-    rows = rel.fetchall()
-    return dict(zip(rel.columns, rows[0])) if rows else {}
+    got = rel.fetchall()
+    return dict(zip(rel.columns, got[0])) if got else {}
 
 
 def covered(events, kinds) -> set[int]:
@@ -66,3 +69,11 @@ def test_invariant_to_event_order(events, rnd):
     shuffled = list(events)
     rnd.shuffle(shuffled)
     assert breakdown(events) == breakdown(shuffled)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 40)), max_size=30))
+def test_merge_matches_point_sets(spans):
+    merged = intervals.merge([(s, s + d) for s, d in spans])
+    assert all(a[1] < b[0] for a, b in zip(merged, merged[1:]))  # disjoint, sorted, gaps between
+    assert sum(e - s for s, e in merged) == len({t for s, d in spans for t in range(s, s + d)})
