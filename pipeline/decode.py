@@ -9,6 +9,7 @@ a double cannot hold 1712195495505582.988 exactly (its step there is 0.25 µs).
 from __future__ import annotations
 
 import codecs
+import re
 import gzip
 import zlib
 from decimal import Decimal
@@ -73,14 +74,19 @@ class DistributedInfo(msgspec.Struct):
 
 
 class TraceDoc(msgspec.Struct):
-    traceEvents: Optional[list[Event]] = None
+    # Raw slices of the input: events are decoded in batches later (iter_events), so a
+    # 1 GB trace never holds every decoded event at once.
+    traceEvents: Optional[list[msgspec.Raw]] = None
     distributedInfo: Optional[DistributedInfo] = None
     deviceProperties: Optional[list[DeviceProperties]] = None
     baseTimeNanoseconds: Optional[int] = None
     host_name: Optional[str] = None
 
 
-_DECODER = msgspec.json.Decoder(Union[TraceDoc, list[Event]])
+_DECODER = msgspec.json.Decoder(Union[TraceDoc, list[msgspec.Raw]])
+_BATCH_DECODER = msgspec.json.Decoder(list[Event])
+_EVENT_PATH = re.compile(r"\$\[(\d+)\]")
+BATCH = 20_000
 
 
 def unpack(raw: bytes) -> bytes:
@@ -126,3 +132,15 @@ def decode(data: bytes) -> TraceDoc:
     if doc.traceEvents is None:
         raise TraceError("not a Chrome/Kineto trace: no traceEvents array")
     return doc
+
+
+def iter_events(raws: list[msgspec.Raw], batch: int = BATCH):
+    """Decode the events in batches of ``batch``; errors name the event's index in the file."""
+    for offset in range(0, len(raws), batch):
+        chunk = raws[offset:offset + batch]
+        try:
+            events = _BATCH_DECODER.decode(b"[" + b",".join(chunk) + b"]")
+        except msgspec.ValidationError as exc:
+            text = _EVENT_PATH.sub(lambda m: f"$.traceEvents[{offset + int(m.group(1))}]", str(exc), count=1)
+            raise TraceError(f"not a Chrome/Kineto trace: {text}") from None
+        yield from events

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pipeline import collectives as coll
 from pipeline import intervals
 from pipeline.classify import Classifier, is_collective_call
-from pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError
+from pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "cuda_sync"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
@@ -113,7 +113,17 @@ class _Enclosing:
         return found
 
 
-def _needed_on_gpu_trace(cat: str, ev: Event) -> bool:
+class Slim:
+    """What is kept of an event once decoded: its category, name, process, thread and args
+    (timestamps are converted to ns beside it); the decoded Event itself is dropped."""
+
+    __slots__ = ("cat", "name", "pid", "tid", "args")
+
+    def __init__(self, ev: Event):
+        self.cat, self.name, self.pid, self.tid, self.args = ev.cat, ev.name, ev.pid, ev.tid, ev.args
+
+
+def _needed_on_gpu_trace(cat: str, ev) -> bool:
     """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
     name = ev.name or ""
     return (cat in RUNTIME_CATS or "ProfilerStep" in name or cat == "python_function"
@@ -122,27 +132,29 @@ def _needed_on_gpu_trace(cat: str, ev: Event) -> bool:
 
 
 def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
-            fractional: bool = False) -> Extracted:
-    """``fractional``: some timestamp in the file is written with a decimal point (HTA rounds those)."""
-    events = doc.traceEvents or []
-    device_raw, cpu_raw = [], []
+            fractional: bool = False, gpu_trace: bool = True) -> Extracted:
+    """``fractional``: some timestamp in the file is written with a decimal point (HTA rounds those).
+    ``gpu_trace``: the file has device categories (a byte scan says so); then only the CPU events
+    needed beside GPU activity are kept while decoding, which bounds memory."""
+    raws = doc.traceEvents or []
+    device_evs, cpu_evs = [], []
     lower: dict = {}
-    for index, ev in enumerate(events):
+    for index, ev in enumerate(iter_events(raws)):
         if ev.ph != "X":
             continue
         cat = lower.get(ev.cat)
         if cat is None:
             cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in DEVICE_CATS:
-            device_raw.append((index, ev, cat))
+            device_evs.append((index, Slim(ev), cat, ev.name or "", *_times(index, ev)))
         elif cat == "trace" or (cat == "python_function" and not keep_python):
             continue
-        elif cat != "gpu_user_annotation" or "ProfilerStep" in (ev.name or ""):
-            cpu_raw.append((index, ev, cat))  # GPU-side ProfilerStep kept for HTA's filter
-    if device_raw:
-        cpu_raw = [r for r in cpu_raw if _needed_on_gpu_trace(r[2], r[1])]
-    device_evs = [(i, ev, cat, ev.name or "", *_times(i, ev)) for i, ev, cat in device_raw]
-    cpu_evs = [(i, ev, cat, ev.name or "", *_times(i, ev)) for i, ev, cat in cpu_raw]
+        elif cat == "gpu_user_annotation" and "ProfilerStep" not in (ev.name or ""):
+            continue
+        elif not gpu_trace or _needed_on_gpu_trace(cat, ev):  # GPU-side ProfilerStep: for HTA
+            cpu_evs.append((index, Slim(ev), cat, ev.name or "", *_times(index, ev)))
+    if gpu_trace and not device_evs:  # the byte scan was fooled: decode again keeping CPU lanes
+        return extract(doc, classifier, keep_python, fractional, gpu_trace=False)
     runtime, step_rows = {}, []
     for index, ev, cat, name, ts, dur in cpu_evs:
         if cat in RUNTIME_CATS and ev.args is not None:
@@ -155,7 +167,7 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
                 step = _int(int(match.group(1)), "ProfilerStep number", index)
                 step_rows.append((step, ts, ts + dur))
     steps = _Steps(step_rows)
-    meta = _meta(doc, fractional, len(events), cpu_evs)
+    meta = _meta(doc, fractional, len(raws), cpu_evs)
     meta["zero_duration_events"] = sum(1 for e in device_evs if e[5] == 0)
     if device_evs:
         meta["trace_mode"] = "gpu"
@@ -172,16 +184,20 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
             "dur_ns": pa.array([r[2] - r[1] for r in steps.rows], pa.int64()),
         }),
-        collectives=collectives,
-        **_union_tables(device),
+        **_union_tables(device, collectives),
     )
 
 
-def _union_tables(device: pa.Table) -> dict:
+def _union_tables(device: pa.Table, collectives: pa.Table) -> dict:
+    """Interval unions, compute islands, and the exposed part of every comm event."""
     starts = device["ts_ns"].to_pylist()
     ends = [s + d for s, d in zip(starts, device["dur_ns"].to_pylist())]
     rows, islands = intervals.window_unions(device["kind"].to_pylist(), starts, ends, device["step"].to_pylist())
+    span = dict(zip(device["event_id"].to_pylist(), zip(starts, ends)))
+    island_ends = [e for _, e in islands]
+    exposed = [intervals.exposed(*span[i], islands, island_ends) for i in collectives["event_id"].to_pylist()]
     return {
+        "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64())),
         "unions": pa.table({
             "step": pa.array([r[0] for r in rows], pa.int64()),
             "set_name": pa.array([r[1] for r in rows], pa.string()),

@@ -33,6 +33,8 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
 # event to whole µs (its ts column is float), and hta_* queries must do the same.
 FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
+# Any device category: the trace is a GPU trace (else CPU lanes are the activity).
+DEVICE_CAT = re.compile(rb'"cat"\s*:\s*"(?:kernel|Kernel|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_sync)"')
 
 
 @dataclass
@@ -113,7 +115,8 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     try:
         data = unpack(raw)
         fractional = FRACTIONAL_TS.search(data) is not None
-        extracted = extract(decode(data), _classifier(rules), keep_python, fractional)
+        gpu_trace = DEVICE_CAT.search(data) is not None
+        extracted = extract(decode(data), _classifier(rules), keep_python, fractional, gpu_trace)
         return sha, len(raw), len(data), extracted, None
     except TraceError as exc:
         return sha, len(raw), 0, None, str(exc)

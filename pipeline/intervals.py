@@ -14,6 +14,7 @@ part of each communication event.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 SETS = {  # set -> kinds in it
@@ -59,3 +60,14 @@ def window_unions(kinds: list[str], starts: list[int], ends: list[int], steps: l
             rows.append((step, set_name, sum(e - s for s, e in merged), merged[0][0],
                          max(e for _, e in merged)))
     return rows, compute_islands
+
+
+def exposed(start: int, end: int, islands: list[tuple[int, int]], island_ends: list[int]) -> int:
+    """|[start, end) \\ U(islands)|: the part of an event no island covers (islands merged, sorted;
+    ``island_ends`` their ends, for bisection)."""
+    hidden = 0
+    for s, e in islands[bisect.bisect_right(island_ends, start):]:
+        if s >= end:
+            break
+        hidden += min(e, end) - max(s, start)
+    return end - start - hidden

@@ -131,7 +131,8 @@ CREATE TABLE IF NOT EXISTS collectives (
     in_nelems   BIGINT,
     out_nelems  BIGINT,
     seq         BIGINT,
-    meta_source VARCHAR
+    meta_source VARCHAR,
+    exposed_ns  BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS side_files (

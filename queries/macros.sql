@@ -143,7 +143,7 @@ FROM merged GROUP BY trace_id, run_id, rank, set_name;
 -- comm_events(run): one row per communication device event (collective
 -- instance on one rank) with its metadata, sizes, exposure and bandwidth.
 --  * exposed_ns = |event \ U(compute)| on the same rank (TraceLens's exposed
---    communication, per event);
+--    communication, per event; computed at ingest against compute_islands);
 --  * seq: the trace's sequence number when it has one, else the event's order
 --    (0, 1, ...) among the rank's comm events of the same process group
 --    (`pg_key`: pg_name, or '?' when the trace names none);
@@ -166,7 +166,7 @@ c AS (
            d.ts_ns + CASE WHEN b.all_have_base THEN t.base_time_ns ELSE 0 END AS aligned_start_ns,
            co.collective, co.pg_name, co.pg_desc, coalesce(co.pg_name, '?') AS pg_key,
            co.group_size, co.dtype, co.in_nelems, co.out_nelems, co.seq AS trace_seq, co.meta_source,
-           s.bytes AS dtype_bytes
+           co.exposed_ns, s.bytes AS dtype_bytes
     FROM device_events d
     JOIN collectives co USING (trace_id, event_id)
     JOIN traces t USING (trace_id)
@@ -174,18 +174,8 @@ c AS (
     LEFT JOIN dtype_sizes s ON s.dtype = lower(replace(co.dtype, 'c10::', ''))
     WHERE d.kind = 'comm' AND (run IS NULL OR d.run_id = run)
 ),
-compute AS (
-    SELECT trace_id, start_ns, end_ns FROM compute_islands WHERE run IS NULL OR run_id = run
-),
-hidden AS (
-    SELECT c.trace_id, c.event_id,
-           sum(least(c.end_ns, i.end_ns) - greatest(c.start_ns, i.start_ns)) AS hidden_ns
-    FROM c JOIN compute i ON i.trace_id = c.trace_id AND i.start_ns < c.end_ns AND i.end_ns > c.start_ns
-    GROUP BY c.trace_id, c.event_id
-),
 sized AS (
     SELECT c.*,
-           c.dur_ns - coalesce(h.hidden_ns, 0) AS exposed_ns,
            coalesce(c.trace_seq, row_number() OVER (
                PARTITION BY c.trace_id, c.pg_key ORDER BY c.start_ns, c.event_id) - 1) AS seq,
            CASE WHEN c.trace_seq IS NULL THEN 'order' ELSE 'trace' END AS seq_source,
@@ -199,14 +189,14 @@ sized AS (
                WHEN 'broadcast' THEN 1.0 WHEN 'reduce' THEN 1.0
                WHEN 'send' THEN 1.0 WHEN 'recv' THEN 1.0 WHEN 'send_recv' THEN 1.0
            END AS busbw_factor
-    FROM c LEFT JOIN hidden h USING (trace_id, event_id)
+    FROM c
 ),
 bw AS (
     SELECT *,
            CASE WHEN collective = 'all_gather' THEN out_bytes ELSE in_bytes END AS algbw_bytes
     FROM sized
 )
-SELECT * REPLACE (exposed_ns::BIGINT AS exposed_ns),
+SELECT *,
        algbw_bytes / nullif(dur_ns, 0) AS algbw_gbps,  -- bytes per ns = GB/s
        algbw_bytes / nullif(dur_ns, 0) * busbw_factor AS busbw_gbps,
        CASE WHEN collective IS NULL THEN 'collective type unknown'
@@ -247,7 +237,16 @@ j AS (
     SELECT e.*, m.num_ranks, m.transfer_ns, e.dur_ns - m.transfer_ns AS wait_ns, m.max_wait_ns,
            m.skew_ns, m.straggler_rank, m.types_agree, m.collectives_seen
     FROM e JOIN m USING (run_id, pg_key, seq)
-),
+)
+SELECT * FROM j;
+
+-- collective_waits(run): matched_collectives with the exposed part split into
+-- waiting and transfer: the wait is taken to be the *first* wait_ns of the
+-- kernel (it starts, waits for its peers, then transfers):
+-- exposed_wait_ns = |[start, start + wait) \ U(compute)|,
+-- exposed_transfer_ns = exposed_ns − exposed_wait_ns.
+CREATE OR REPLACE MACRO collective_waits(run) AS TABLE
+WITH j AS (SELECT * FROM matched_collectives(run)),
 compute AS (
     SELECT trace_id, start_ns, end_ns FROM compute_islands WHERE run IS NULL OR run_id = run
 ),

@@ -19,6 +19,6 @@ SELECT run_id, rank,
        sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
        count(*) FILTER (WHERE straggler_rank = rank AND num_ranks > 1) AS straggler_count,
        100.0 * sum(wait_ns) / nullif(sum(dur_ns), 0) AS wait_pct
-FROM matched_collectives($run_id)
+FROM collective_waits($run_id)
 GROUP BY run_id, rank
 ORDER BY run_id, rank
