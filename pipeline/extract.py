@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,22 +114,53 @@ class _Enclosing:
         return found
 
 
-class Slim:
-    """What is kept of an event once decoded: its category, name, process, thread and args
-    (timestamps are converted to ns beside it); the decoded Event itself is dropped."""
+class _Columns:
+    """Kept events as columns: one shared str per distinct name, category and thread, ints in
+    arrays; the decoded Event is dropped (bounded memory for large traces).  ``args`` keeps the
+    Args of the few events that carry collective metadata, by position."""
 
-    __slots__ = ("cat", "name", "pid", "tid", "args")
+    def __init__(self):
+        self.index, self.ts, self.dur = array("q"), array("q"), array("q")
+        self.cat_raw, self.cat, self.name, self.pid, self.tid = [], [], [], [], []
+        self.stream, self.device, self.corr = [], [], []
+        self.args: dict[int, Args] = {}
 
-    def __init__(self, ev: Event):
-        self.cat, self.name, self.pid, self.tid, self.args = ev.cat, ev.name, ev.pid, ev.tid, ev.args
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def add(self, index: int, ev: Event, cat: str, shared: dict) -> None:
+        ts, dur = _times(index, ev)
+        a = ev.args
+        stream = device = corr = None
+        if a is not None:
+            stream = _int(a.stream, "stream", index)
+            device = _int(a.device, "device", index)
+            corr = _int(a.correlation, "correlation", index)
+            if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
+                self.args[len(self.index)] = a
+        self.index.append(index)
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.cat_raw.append(shared.setdefault(ev.cat, ev.cat))
+        self.cat.append(cat)
+        name = ev.name or ""
+        self.name.append(shared.setdefault(name, name))
+        self.pid.append(shared.setdefault(ev.pid, ev.pid))
+        self.tid.append(shared.setdefault(ev.tid, ev.tid))
+        self.stream.append(stream)
+        self.device.append(device)
+        self.corr.append(corr)
 
 
-def _needed_on_gpu_trace(cat: str, ev) -> bool:
+def _int64(values) -> pa.Array:
+    """A non-null int64 Arrow array from an array('q'), without a per-item conversion."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
     """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
-    name = ev.name or ""
     return (cat in RUNTIME_CATS or "ProfilerStep" in name or cat == "python_function"
-            or name.startswith(COLLECTIVE_OP_PREFIXES)
-            or (ev.args is not None and ev.args.stream is not None))
+            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None)
 
 
 def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
@@ -137,8 +169,9 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
     ``gpu_trace``: the file has device categories (a byte scan says so); then only the CPU events
     needed beside GPU activity are kept while decoding, which bounds memory."""
     raws = doc.traceEvents or []
-    device_evs, cpu_evs = [], []
+    dev, cpu = _Columns(), _Columns()
     lower: dict = {}
+    shared: dict = {None: None}  # one object per distinct name, category, pid, tid
     for index, ev in enumerate(iter_events(raws)):
         if ev.ph != "X":
             continue
@@ -146,56 +179,55 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
         if cat is None:
             cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in DEVICE_CATS:
-            device_evs.append((index, Slim(ev), cat, ev.name or "", *_times(index, ev)))
+            dev.add(index, ev, cat, shared)
         elif cat == "trace" or (cat == "python_function" and not keep_python):
             continue
         elif cat == "gpu_user_annotation" and "ProfilerStep" not in (ev.name or ""):
             continue
-        elif not gpu_trace or _needed_on_gpu_trace(cat, ev):  # GPU-side ProfilerStep: for HTA
-            cpu_evs.append((index, Slim(ev), cat, ev.name or "", *_times(index, ev)))
-    if gpu_trace and not device_evs:  # the byte scan was fooled: decode again keeping CPU lanes
+        elif not gpu_trace or _needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream):
+            cpu.add(index, ev, cat, shared)  # (GPU-side ProfilerSteps are kept for HTA's filter)
+    if gpu_trace and not len(dev):  # the byte scan was fooled: decode again keeping CPU lanes
         return extract(doc, classifier, keep_python, fractional, gpu_trace=False)
     runtime, step_rows = {}, []
-    for index, ev, cat, name, ts, dur in cpu_evs:
-        if cat in RUNTIME_CATS and ev.args is not None:
-            corr = _int(ev.args.correlation, "correlation", index)
-            if corr is not None:
-                runtime[corr] = (ts, ev.tid)
-        elif cat != "gpu_user_annotation" and "ProfilerStep" in name:
-            match = STEP_RE.search(name)
+    for j, cat in enumerate(cpu.cat):
+        if cat in RUNTIME_CATS:
+            if cpu.corr[j] is not None:
+                runtime[cpu.corr[j]] = j
+        elif cat != "gpu_user_annotation" and "ProfilerStep" in cpu.name[j]:
+            match = STEP_RE.search(cpu.name[j])
             if match:
-                step = _int(int(match.group(1)), "ProfilerStep number", index)
-                step_rows.append((step, ts, ts + dur))
+                step = _int(int(match.group(1)), "ProfilerStep number", cpu.index[j])
+                step_rows.append((step, cpu.ts[j], cpu.ts[j] + cpu.dur[j]))
     steps = _Steps(step_rows)
-    meta = _meta(doc, fractional, len(raws), cpu_evs)
-    meta["zero_duration_events"] = sum(1 for e in device_evs if e[5] == 0)
-    if device_evs:
+    meta = _meta(doc, fractional, len(raws), cpu)
+    meta["zero_duration_events"] = dev.dur.count(0)
+    if len(dev):
         meta["trace_mode"] = "gpu"
-        device, collectives = _gpu_tables(device_evs, cpu_evs, runtime, steps, classifier)
+        device, coll_rows, spans = _gpu_tables(dev, cpu, runtime, steps, classifier)
     else:
         meta["trace_mode"] = "cpu"
-        device, collectives = _cpu_tables(cpu_evs, steps, classifier)
+        device, coll_rows, spans = _cpu_tables(cpu, steps, classifier)
     return Extracted(
         meta=meta,
         device=device,
-        cpu=_cpu_table(cpu_evs, cpu_only=not device_evs),
+        cpu=_cpu_table(cpu, cpu_only=not len(dev)),
         steps=pa.table({
             "step": pa.array([r[0] for r in steps.rows], pa.int64()),
             "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
             "dur_ns": pa.array([r[2] - r[1] for r in steps.rows], pa.int64()),
         }),
-        **_union_tables(device, collectives),
+        **_union_tables(device, _collectives_table(coll_rows), spans),
     )
 
 
-def _union_tables(device: pa.Table, collectives: pa.Table) -> dict:
-    """Interval unions, compute islands, and the exposed part of every comm event."""
+def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int, int]]) -> dict:
+    """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
     starts = device["ts_ns"].to_pylist()
     ends = [s + d for s, d in zip(starts, device["dur_ns"].to_pylist())]
     rows, islands = intervals.window_unions(device["kind"].to_pylist(), starts, ends, device["step"].to_pylist())
-    span = dict(zip(device["event_id"].to_pylist(), zip(starts, ends)))
+    del starts, ends
     island_ends = [e for _, e in islands]
-    exposed = [intervals.exposed(*span[i], islands, island_ends) for i in collectives["event_id"].to_pylist()]
+    exposed = [intervals.exposed(start, end, islands, island_ends) for start, end in spans]
     return {
         "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64())),
         "unions": pa.table({
@@ -210,12 +242,12 @@ def _union_tables(device: pa.Table, collectives: pa.Table) -> dict:
     }
 
 
-def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu_evs) -> dict:
+def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu: _Columns) -> dict:
     dist = doc.distributedInfo
     pids: dict = {}
-    for _, ev, cat, *_ in cpu_evs[:5000]:
-        if isinstance(ev.pid, int):
-            pids[ev.pid] = pids.get(ev.pid, 0) + 1
+    for pid in cpu.pid[:5000]:
+        if isinstance(pid, int):
+            pids[pid] = pids.get(pid, 0) + 1
     devices = [d.name for d in (doc.deviceProperties or []) if d.name]
     return {
         "rank": dist.rank if dist else None,
@@ -231,37 +263,32 @@ def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu_evs) -> dict:
     }
 
 
-def _gpu_tables(device_evs, cpu_evs, runtime, steps: _Steps, classifier: Classifier):
+def _gpu_tables(dev: _Columns, cpu: _Columns, runtime: dict, steps: _Steps, classifier: Classifier):
+    """The device table (GPU events), collective rows and the (start, end) of each comm event."""
     ops = _Enclosing()
-    for index, ev, cat, name, ts, dur in cpu_evs:
+    for j, name in enumerate(cpu.name):
         if name.startswith(COLLECTIVE_OP_PREFIXES):
-            ops.add(ev.tid, ts, ts + dur, (name, ev.args))
+            ops.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], (name, cpu.args.get(j)))
     ops.freeze()
-    cols = {k: [] for k in ("event_id", "lane", "stream", "device", "cat", "name", "kind",
-                            "ts_ns", "dur_ns", "correlation", "step")}
-    coll_rows = []
-    for index, ev, cat, name, ts, dur in device_evs:
-        args = ev.args or Args()
-        stream = _int(args.stream, "stream", index)
-        corr = _int(args.correlation, "correlation", index)
-        kind = classifier.classify("gpu", cat, name)
-        launch = runtime.get(corr) if corr is not None else None
-        step = steps.at(launch[0] if launch else ts)
-        cols["event_id"].append(index)
-        cols["lane"].append(f"stream {stream}" if stream is not None else f"tid {ev.tid}")
-        cols["stream"].append(stream)
-        cols["device"].append(_int(args.device, "device", index))
-        cols["cat"].append(ev.cat)
-        cols["name"].append(name)
-        cols["kind"].append(kind)
-        cols["ts_ns"].append(ts)
-        cols["dur_ns"].append(dur)
-        cols["correlation"].append(corr)
-        cols["step"].append(step)
-        if kind == "comm":
-            enclosing = ops.containing(launch[1], launch[0]) if launch else []
-            coll_rows.append(_collective_row(index, name, args, enclosing))
-    return _device_table(cols), _collectives_table(coll_rows)
+    lanes: dict = {}
+    lane, kind, step = [], [], []
+    coll_rows, spans = [], []
+    for i in range(len(dev)):
+        k = classifier.classify("gpu", dev.cat[i], dev.name[i])
+        corr, ts = dev.corr[i], dev.ts[i]
+        j = runtime.get(corr) if corr is not None else None
+        stream = dev.stream[i]
+        key = ("stream", stream) if stream is not None else ("tid", dev.tid[i])
+        lane.append(lanes.get(key) or lanes.setdefault(key, f"{key[0]} {key[1]}"))
+        kind.append(k)
+        step.append(steps.at(cpu.ts[j] if j is not None else ts))
+        if k == "comm":
+            enclosing = ops.containing(cpu.tid[j], cpu.ts[j]) if j is not None else []
+            coll_rows.append(_collective_row(dev.index[i], dev.name[i], dev.args.get(i) or Args(), enclosing))
+            spans.append((ts, ts + dev.dur[i]))
+    device = _device_table(_int64(dev.index), lane, dev.stream, dev.device, dev.cat_raw, dev.name, kind,
+                           _int64(dev.ts), _int64(dev.dur), dev.corr, step)
+    return device, coll_rows, spans
 
 
 def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -> tuple:
@@ -290,39 +317,37 @@ def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -
     )
 
 
-def _cpu_tables(cpu_evs, steps: _Steps, classifier: Classifier):
+def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
     """CPU-only trace: lanes are threads; comm on gloo/mpi/ucc threads, compute elsewhere."""
-    kinds = [classifier.classify("cpu", cat, name) for _, _, cat, name, _, _ in cpu_evs]
-    comm_tids = {e[1].tid for e, k in zip(cpu_evs, kinds) if k == "comm"}
+    kinds = [classifier.classify("cpu", cat, name) for cat, name in zip(cpu.cat, cpu.name)]
+    comm_tids = {tid for tid, k in zip(cpu.tid, kinds) if k == "comm"}
     calls = _Enclosing()
-    for index, ev, cat, name, ts, dur in cpu_evs:
+    for j, name in enumerate(cpu.name):
         if is_collective_call(name):
-            calls.add(ev.tid, ts, ts + dur, True)
+            calls.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], True)
     calls.freeze()
-    cols = {k: [] for k in ("event_id", "lane", "stream", "device", "cat", "name", "kind",
-                            "ts_ns", "dur_ns", "correlation", "step")}
-    coll_rows = []
-    for (index, ev, cat, name, ts, dur), kind in zip(cpu_evs, kinds):
-        if kind == "other":
-            continue
-        if kind == "compute" and (ev.tid in comm_tids or calls.containing(ev.tid, ts)):
-            continue
-        for key, value in (("event_id", index), ("lane", f"thread {ev.tid}"), ("stream", None),
-                           ("device", None), ("cat", ev.cat), ("name", name), ("kind", kind),
-                           ("ts_ns", ts), ("dur_ns", dur), ("correlation", None),
-                           ("step", steps.at(ts))):
-            cols[key].append(value)
-        if kind == "comm":
-            coll_rows.append((index, coll.canonical(name), None, None, None, None, None, None,
-                              None, "cpu_op_name"))
-    return _device_table(cols), _collectives_table(coll_rows)
+    keep = [j for j, k in enumerate(kinds) if k != "other" and not (
+        k == "compute" and (cpu.tid[j] in comm_tids or calls.containing(cpu.tid[j], cpu.ts[j])))]
+    coll_rows = [(cpu.index[j], coll.canonical(cpu.name[j]), None, None, None, None, None, None, None,
+                  "cpu_op_name") for j in keep if kinds[j] == "comm"]
+    spans = [(cpu.ts[j], cpu.ts[j] + cpu.dur[j]) for j in keep if kinds[j] == "comm"]
+    device = _device_table(
+        [cpu.index[j] for j in keep], [f"thread {cpu.tid[j]}" for j in keep], [None] * len(keep),
+        [None] * len(keep), [cpu.cat_raw[j] for j in keep], [cpu.name[j] for j in keep],
+        [kinds[j] for j in keep], [cpu.ts[j] for j in keep], [cpu.dur[j] for j in keep],
+        [None] * len(keep), [steps.at(cpu.ts[j]) for j in keep])
+    return device, coll_rows, spans
 
 
-def _device_table(cols: dict) -> pa.Table:
-    types = {"event_id": pa.int64(), "lane": pa.string(), "stream": pa.int64(), "device": pa.int64(),
-             "cat": pa.string(), "name": pa.string(), "kind": pa.string(), "ts_ns": pa.int64(),
-             "dur_ns": pa.int64(), "correlation": pa.int64(), "step": pa.int64()}
-    return pa.table({k: pa.array(cols[k], types[k]) for k in types})
+DEVICE_COLUMNS = (("event_id", pa.int64()), ("lane", pa.string()), ("stream", pa.int64()),
+                  ("device", pa.int64()), ("cat", pa.string()), ("name", pa.string()), ("kind", pa.string()),
+                  ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("correlation", pa.int64()),
+                  ("step", pa.int64()))
+
+
+def _device_table(*columns) -> pa.Table:
+    return pa.table({name: col if isinstance(col, pa.Array) else pa.array(col, typ)
+                     for (name, typ), col in zip(DEVICE_COLUMNS, columns)})
 
 
 COLLECTIVE_COLUMNS = (("event_id", pa.int64()), ("collective", pa.string()), ("pg_name", pa.string()),
@@ -336,27 +361,26 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
                      for i, (name, typ) in enumerate(COLLECTIVE_COLUMNS)})
 
 
-def _cpu_table(cpu_evs, cpu_only: bool) -> pa.Table:
+def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
     """Runtime calls, steps, collective ops, kept python_function events and events with a
-    stream arg (HTA counts those); on GPU traces ``cpu_evs`` holds only those already."""
-    cols = {k: [] for k in ("event_id", "cat", "name", "tid", "ts_ns", "dur_ns",
-                            "correlation", "stream")}
-    for index, ev, cat, name, ts, dur in cpu_evs:
-        if cpu_only and not _needed_on_gpu_trace(cat, ev):
-            continue
-        args = ev.args
-        stream = _int(args.stream, "stream", index) if args is not None else None
-        cols["event_id"].append(index)
-        cols["cat"].append(ev.cat)
-        cols["name"].append(name)
-        cols["tid"].append(_str(ev.tid))
-        cols["ts_ns"].append(ts)
-        cols["dur_ns"].append(dur)
-        cols["correlation"].append(_int(args.correlation, "correlation", index) if args else None)
-        cols["stream"].append(stream)
-    types = {"event_id": pa.int64(), "cat": pa.string(), "name": pa.string(), "tid": pa.string(),
-             "ts_ns": pa.int64(), "dur_ns": pa.int64(), "correlation": pa.int64(), "stream": pa.int64()}
-    return pa.table({k: pa.array(cols[k], types[k]) for k in types})
+    stream arg (HTA counts those); on GPU traces ``cpu`` holds only those already."""
+    if not cpu_only:
+        return pa.table({"event_id": _int64(cpu.index), "cat": pa.array(cpu.cat_raw, pa.string()),
+                         "name": pa.array(cpu.name, pa.string()),
+                         "tid": pa.array([_str(t) for t in cpu.tid], pa.string()),
+                         "ts_ns": _int64(cpu.ts), "dur_ns": _int64(cpu.dur),
+                         "correlation": pa.array(cpu.corr, pa.int64()), "stream": pa.array(cpu.stream, pa.int64())})
+    keep = [j for j in range(len(cpu)) if _needed_on_gpu_trace(cpu.cat[j], cpu.name[j], cpu.stream[j])]
+    return pa.table({
+        "event_id": pa.array([cpu.index[j] for j in keep], pa.int64()),
+        "cat": pa.array([cpu.cat_raw[j] for j in keep], pa.string()),
+        "name": pa.array([cpu.name[j] for j in keep], pa.string()),
+        "tid": pa.array([_str(cpu.tid[j]) for j in keep], pa.string()),
+        "ts_ns": pa.array([cpu.ts[j] for j in keep], pa.int64()),
+        "dur_ns": pa.array([cpu.dur[j] for j in keep], pa.int64()),
+        "correlation": pa.array([cpu.corr[j] for j in keep], pa.int64()),
+        "stream": pa.array([cpu.stream[j] for j in keep], pa.int64()),
+    })
 
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
