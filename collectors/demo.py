@@ -15,11 +15,8 @@ the overhead benchmark).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
-import time
 
 LAYOUTS = ("ddp", "fsdp", "tp", "fsdp_tp")
 NOT_APPLICABLE_MARKER = ".scaletrace-not-applicable"  # read by the sweep runner

@@ -133,3 +133,13 @@ def test_report_renders_in_headless_chromium(which, sweep_db, tmp_path):
     assert re.search(r'<ul id="findings"><li>', dom)
     assert "<script>alert" not in dom.split('id="specs"')[0]
     assert shot.stat().st_size > 10_000
+
+
+def test_run_ingests_and_reports_in_one_command(tmp_path):
+    write_run(tmp_path / "traces", SynthRun("r2", ranks=2, steps=2, workload="w"))
+    write_run(tmp_path / "traces", SynthRun("r4", ranks=4, steps=2, step_us=800, workload="w"))
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "traces"), "-o", str(tmp_path / "out"), "--png"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "scaletrace.duckdb").is_file()
+    assert (tmp_path / "out" / "figures" / "throughput.png").is_file()
+    assert "4 GPUs  best r4" in result.output  # the headline numbers
