@@ -9,6 +9,7 @@ import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import queries
 from pipeline.classify import DEFAULT_RULES, RulesError, load_rules
@@ -112,9 +113,9 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
     else:
         table = Table(show_lines=False)
         for name in df.columns:
-            table.add_column(name, overflow="fold")
-        for row in df.iter_rows():
-            table.add_row(*[_cell(v) for v in row])
+            table.add_column(Text(name), overflow="fold")
+        for row in df.iter_rows():  # Text: names from traces are shown as written, never as markup
+            table.add_row(*[Text(_cell(v)) for v in row])
         Console(width=None if sys.stdout.isatty() else 400).print(table)
 
 

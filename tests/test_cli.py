@@ -63,3 +63,14 @@ def test_usage_errors_exit_2():
     assert CliRunner().invoke(main, ["query"]).exit_code == 2
     assert CliRunner().invoke(main, ["ingest"]).exit_code == 2
     assert CliRunner().invoke(main, ["query", "rank_breakdown", "--format", "xml"]).exit_code == 2
+
+
+def test_table_output_shows_trace_names_literally(tmp_path):
+    from conftest import kernel, write_trace
+
+    name = "[bold red]evil[/] [/nope] <b>x</b>"
+    write_trace(tmp_path / "run" / "rank0.json", [kernel(name, 0, 10)], rank=0)
+    db = tmp_path / "t.duckdb"
+    assert CliRunner().invoke(main, ["ingest", str(tmp_path / "run"), "--db", str(db), "-q"]).exit_code == 0
+    result = CliRunner().invoke(main, ["sql", "SELECT name FROM device_events", "--db", str(db)])
+    assert result.exit_code == 0 and name in result.output
