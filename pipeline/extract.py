@@ -13,6 +13,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from pipeline import collectives as coll
@@ -222,12 +223,17 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
 
 def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int, int]]) -> dict:
     """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
-    starts = device["ts_ns"].to_pylist()
-    ends = [s + d for s, d in zip(starts, device["dur_ns"].to_pylist())]
-    rows, islands = intervals.window_unions(device["kind"].to_pylist(), starts, ends, device["step"].to_pylist())
-    del starts, ends
-    island_ends = [e for _, e in islands]
-    exposed = [intervals.exposed(start, end, islands, island_ends) for start, end in spans]
+    starts = device["ts_ns"].to_numpy()
+    ends = starts + device["dur_ns"].to_numpy()
+    kind_codes = {k: i for i, k in enumerate(intervals.KINDS)}
+    kinds = np.array([kind_codes.get(k, 4) for k in device["kind"].to_pylist()], dtype=np.int8)
+    step = device["step"]
+    has_step = step.is_valid().to_numpy(zero_copy_only=False)
+    steps = step.fill_null(0).to_numpy()
+    rows, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
+    span_start = np.array([s for s, _ in spans], dtype=np.int64)
+    span_end = np.array([e for _, e in spans], dtype=np.int64)
+    exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
         "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64())),
         "unions": pa.table({
@@ -237,8 +243,8 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
             "first_ns": pa.array([r[3] for r in rows], pa.int64()),
             "last_ns": pa.array([r[4] for r in rows], pa.int64()),
         }),
-        "islands": pa.table({"start_ns": pa.array([i[0] for i in islands], pa.int64()),
-                             "end_ns": pa.array([i[1] for i in islands], pa.int64())}),
+        "islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
+                             "end_ns": pa.array(isl_end, pa.int64())}),
     }
 
 
