@@ -189,6 +189,8 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             cpu.add(index, ev, cat, shared)  # (GPU-side ProfilerSteps are kept for HTA's filter)
     if gpu_trace and not len(dev):  # the byte scan was fooled: decode again keeping CPU lanes
         return extract(doc, classifier, keep_python, fractional, gpu_trace=False)
+    num_events = len(raws)
+    doc.traceEvents = raws = None  # the raw slices (and the file's bytes) are no longer needed
     runtime, step_rows = {}, []
     for j, cat in enumerate(cpu.cat):
         if cat in RUNTIME_CATS:
@@ -200,7 +202,7 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
                 step = _int(int(match.group(1)), "ProfilerStep number", cpu.index[j])
                 step_rows.append((step, cpu.ts[j], cpu.ts[j] + cpu.dur[j]))
     steps = _Steps(step_rows)
-    meta = _meta(doc, fractional, len(raws), cpu)
+    meta = _meta(doc, fractional, num_events, cpu)
     meta["zero_duration_events"] = dev.dur.count(0)
     if len(dev):
         meta["trace_mode"] = "gpu"

@@ -104,26 +104,33 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
 
 
 def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool):
-    """Worker: (sha256, bytes, json_bytes, Extracted | None, error | None)."""
+    """Worker: (sha256, bytes, json_bytes, Extracted | None, error | None).
+
+    The file's bytes are released as soon as they are decoded (``extract`` drops the
+    raw event slices after reading them), so they never coexist with the output tables."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         return None, 0, 0, None, f"cannot read file ({exc.strerror or exc})"
-    sha = hashlib.sha256(raw).hexdigest()
+    sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
     if sha == known_sha:
-        return sha, len(raw), 0, None, None
+        return sha, nbytes, 0, None, None
     try:
         data = unpack(raw)
+        del raw
+        json_bytes = len(data)
         fractional = FRACTIONAL_TS.search(data) is not None
         gpu_trace = DEVICE_CAT.search(data) is not None
-        extracted = extract(decode(data), _classifier(rules), keep_python, fractional, gpu_trace)
-        return sha, len(raw), len(data), extracted, None
+        doc = decode(data)
+        del data
+        extracted = extract(doc, _classifier(rules), keep_python, fractional, gpu_trace)
+        return sha, nbytes, json_bytes, extracted, None
     except TraceError as exc:
-        return sha, len(raw), 0, None, str(exc)
+        return sha, nbytes, 0, None, str(exc)
     except (OverflowError, pa.ArrowException) as exc:  # a value our checks missed: still one line
-        return sha, len(raw), 0, None, f"a value does not fit its column ({str(exc).splitlines()[0]})"
+        return sha, nbytes, 0, None, f"a value does not fit its column ({str(exc).splitlines()[0]})"
     except (MemoryError, RecursionError) as exc:
-        return sha, len(raw), 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
+        return sha, nbytes, 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
 
 
 _CLASSIFIERS: dict = {}
