@@ -78,6 +78,22 @@ class _Steps:
         self.rows = sorted(rows, key=lambda r: r[1])  # (step, ts, end)
         self.starts = [r[1] for r in self.rows]
 
+    def at_many(self, times: np.ndarray) -> pa.Array:
+        """``at`` for an array of instants, as a nullable int64 Arrow array."""
+        found = np.full(len(times), NONE, dtype=np.int64)
+        if self.rows:
+            starts = np.array(self.starts, dtype=np.int64)
+            ends = np.array([r[2] for r in self.rows], dtype=np.int64)
+            numbers = np.array([r[0] for r in self.rows], dtype=np.int64)
+            i = np.searchsorted(starts, times, side="right") - 1
+            for back in range(4):  # as in at(): the latest-starting step that contains it
+                j = i - back
+                ok = (found == NONE) & (j >= 0)
+                jj = np.maximum(j, 0)
+                ok &= (starts[jj] <= times) & (times < ends[jj])
+                found[ok] = numbers[jj[ok]]
+        return pa.array(found, mask=found == NONE)
+
     def at(self, ts: int) -> int | None:
         i = bisect.bisect_right(self.starts, ts) - 1
         for j in range(i, max(i - 4, -1), -1):  # steps do not nest; allow slight overlap
@@ -123,7 +139,8 @@ class _Columns:
     def __init__(self):
         self.index, self.ts, self.dur = array("q"), array("q"), array("q")
         self.cat_raw, self.cat, self.name, self.pid, self.tid = [], [], [], [], []
-        self.stream, self.device, self.corr = [], [], []
+        self.stream, self.device = [], []
+        self.corr = array("q")  # NONE where absent: most events have one, so no int objects
         self.args: dict[int, Args] = {}
 
     def __len__(self) -> int:
@@ -150,7 +167,16 @@ class _Columns:
         self.tid.append(shared.setdefault(ev.tid, ev.tid))
         self.stream.append(stream)
         self.device.append(device)
-        self.corr.append(corr)
+        self.corr.append(NONE if corr is None else corr)
+
+
+NONE = -(2**63)  # "absent" in int arrays: _int rejects every value this far out
+
+
+def _nullable(values) -> pa.Array:
+    """An int64 Arrow array from an array('q') where NONE means null."""
+    data = np.frombuffer(values, dtype=np.int64)
+    return pa.array(data, mask=data == NONE)
 
 
 def _int64(values) -> pa.Array:
@@ -191,12 +217,9 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
         return extract(doc, classifier, keep_python, fractional, gpu_trace=False)
     num_events = len(raws)
     doc.traceEvents = raws = None  # the raw slices (and the file's bytes) are no longer needed
-    runtime, step_rows = {}, []
+    step_rows = []
     for j, cat in enumerate(cpu.cat):
-        if cat in RUNTIME_CATS:
-            if cpu.corr[j] is not None:
-                runtime[cpu.corr[j]] = j
-        elif cat != "gpu_user_annotation" and "ProfilerStep" in cpu.name[j]:
+        if cat != "gpu_user_annotation" and "ProfilerStep" in cpu.name[j] and cat not in RUNTIME_CATS:
             match = STEP_RE.search(cpu.name[j])
             if match:
                 step = _int(int(match.group(1)), "ProfilerStep number", cpu.index[j])
@@ -206,7 +229,7 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
     meta["zero_duration_events"] = dev.dur.count(0)
     if len(dev):
         meta["trace_mode"] = "gpu"
-        device, coll_rows, spans = _gpu_tables(dev, cpu, runtime, steps, classifier)
+        device, coll_rows, spans = _gpu_tables(dev, cpu, steps, classifier)
     else:
         meta["trace_mode"] = "cpu"
         device, coll_rows, spans = _cpu_tables(cpu, steps, classifier)
@@ -271,31 +294,49 @@ def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu: _Columns) -> di
     }
 
 
-def _gpu_tables(dev: _Columns, cpu: _Columns, runtime: dict, steps: _Steps, classifier: Classifier):
+def _launches(dev: _Columns, cpu: _Columns) -> np.ndarray:
+    """For each device event, the position in ``cpu`` of the runtime call that launched it
+    (same correlation; the last such call in the file), or -1."""
+    is_runtime = np.fromiter((c in RUNTIME_CATS for c in cpu.cat), dtype=bool, count=len(cpu))
+    cpu_corr = np.frombuffer(cpu.corr, dtype=np.int64)
+    positions = np.flatnonzero(is_runtime & (cpu_corr != NONE))
+    order = np.argsort(cpu_corr[positions], kind="stable")
+    keys, positions = cpu_corr[positions][order], positions[order]
+    wanted = np.frombuffer(dev.corr, dtype=np.int64)
+    k = np.searchsorted(keys, wanted, side="right") - 1
+    hit = (k >= 0) & (wanted != NONE)
+    hit[hit] = keys[k[hit]] == wanted[hit]
+    return np.where(hit, positions[np.maximum(k, 0)] if len(keys) else -1, -1)
+
+
+def _gpu_tables(dev: _Columns, cpu: _Columns, steps: _Steps, classifier: Classifier):
     """The device table (GPU events), collective rows and the (start, end) of each comm event."""
     ops = _Enclosing()
     for j, name in enumerate(cpu.name):
         if name.startswith(COLLECTIVE_OP_PREFIXES):
             ops.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], (name, cpu.args.get(j)))
     ops.freeze()
+    launch = _launches(dev, cpu)
+    dev_ts = np.frombuffer(dev.ts, dtype=np.int64)
+    cpu_ts = np.frombuffer(cpu.ts, dtype=np.int64)
+    # a device event belongs to the step of its launch, else to the step its start falls in
+    step = steps.at_many(np.where(launch >= 0, cpu_ts[np.maximum(launch, 0)] if len(cpu_ts) else 0, dev_ts))
     lanes: dict = {}
-    lane, kind, step = [], [], []
+    lane, kind = [], []
     coll_rows, spans = [], []
     for i in range(len(dev)):
         k = classifier.classify("gpu", dev.cat[i], dev.name[i])
-        corr, ts = dev.corr[i], dev.ts[i]
-        j = runtime.get(corr) if corr is not None else None
         stream = dev.stream[i]
         key = ("stream", stream) if stream is not None else ("tid", dev.tid[i])
         lane.append(lanes.get(key) or lanes.setdefault(key, f"{key[0]} {key[1]}"))
         kind.append(k)
-        step.append(steps.at(cpu.ts[j] if j is not None else ts))
         if k == "comm":
-            enclosing = ops.containing(cpu.tid[j], cpu.ts[j]) if j is not None else []
+            j = int(launch[i])
+            enclosing = ops.containing(cpu.tid[j], cpu.ts[j]) if j >= 0 else []
             coll_rows.append(_collective_row(dev.index[i], dev.name[i], dev.args.get(i) or Args(), enclosing))
-            spans.append((ts, ts + dev.dur[i]))
+            spans.append((dev.ts[i], dev.ts[i] + dev.dur[i]))
     device = _device_table(_int64(dev.index), lane, dev.stream, dev.device, dev.cat_raw, dev.name, kind,
-                           _int64(dev.ts), _int64(dev.dur), dev.corr, step)
+                           _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step)
     return device, coll_rows, spans
 
 
@@ -377,7 +418,7 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
                          "name": pa.array(cpu.name, pa.string()),
                          "tid": pa.array([_str(t) for t in cpu.tid], pa.string()),
                          "ts_ns": _int64(cpu.ts), "dur_ns": _int64(cpu.dur),
-                         "correlation": pa.array(cpu.corr, pa.int64()), "stream": pa.array(cpu.stream, pa.int64())})
+                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64())})
     keep = [j for j in range(len(cpu)) if _needed_on_gpu_trace(cpu.cat[j], cpu.name[j], cpu.stream[j])]
     return pa.table({
         "event_id": pa.array([cpu.index[j] for j in keep], pa.int64()),
@@ -386,7 +427,7 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
         "tid": pa.array([_str(cpu.tid[j]) for j in keep], pa.string()),
         "ts_ns": pa.array([cpu.ts[j] for j in keep], pa.int64()),
         "dur_ns": pa.array([cpu.dur[j] for j in keep], pa.int64()),
-        "correlation": pa.array([cpu.corr[j] for j in keep], pa.int64()),
+        "correlation": pa.array([None if cpu.corr[j] == NONE else cpu.corr[j] for j in keep], pa.int64()),
         "stream": pa.array([cpu.stream[j] for j in keep], pa.int64()),
     })
 
