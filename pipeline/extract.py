@@ -260,7 +260,9 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
     span_end = np.array([e for _, e in spans], dtype=np.int64)
     exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
-        "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64())),
+        "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64()))
+                                  .append_column("ts_ns", pa.array(span_start, pa.int64()))
+                                  .append_column("dur_ns", pa.array(span_end - span_start, pa.int64())),
         "unions": pa.table({
             "step": pa.array([r[0] for r in rows], pa.int64()),
             "set_name": pa.array([r[1] for r in rows], pa.string()),

@@ -132,7 +132,9 @@ CREATE TABLE IF NOT EXISTS collectives (
     out_nelems  BIGINT,
     seq         BIGINT,
     meta_source VARCHAR,
-    exposed_ns  BIGINT
+    exposed_ns  BIGINT,
+    ts_ns       BIGINT,
+    dur_ns      BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS side_files (

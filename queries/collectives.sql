@@ -12,8 +12,8 @@
 -- 1 (broadcast, reduce, send/recv), n = group_size (nccl-tests
 -- PERFORMANCE.md).  GB = 1e9 bytes.  bw_null_reason: why bandwidth is NULL.
 -- Units: *_ns nanoseconds, *_bytes bytes, *_gbps GB/s.
-SELECT run_id, rank, pg_name, pg_desc, collective, seq, seq_source, group_size, dtype,
-       in_bytes, out_bytes, start_ns, dur_ns, exposed_ns, algbw_gbps, busbw_gbps,
-       bw_null_reason, meta_source, kernel
-FROM comm_events($run_id)
-ORDER BY run_id, rank, start_ns
+SELECT c.run_id, c.rank, c.pg_name, c.pg_desc, c.collective, c.seq, c.seq_source, c.group_size, c.dtype,
+       c.in_bytes, c.out_bytes, c.start_ns, c.dur_ns, c.exposed_ns, c.algbw_gbps, c.busbw_gbps,
+       c.bw_null_reason, c.meta_source, d.name AS kernel
+FROM comm_events($run_id) c JOIN device_events d USING (trace_id, event_id)
+ORDER BY c.run_id, c.rank, c.start_ns

@@ -161,18 +161,18 @@ WITH base AS (
     WHERE run IS NULL OR run_id = run GROUP BY run_id
 ),
 c AS (
-    SELECT d.trace_id, d.run_id, d.rank, d.event_id, d.lane, d.name AS kernel,
-           d.ts_ns AS start_ns, d.dur_ns, d.ts_ns + d.dur_ns AS end_ns,
-           d.ts_ns + CASE WHEN b.all_have_base THEN t.base_time_ns ELSE 0 END AS aligned_start_ns,
+    -- collectives holds one row per comm device event, with its start and duration
+    SELECT co.trace_id, co.run_id, co.rank, co.event_id,
+           co.ts_ns AS start_ns, co.dur_ns, co.ts_ns + co.dur_ns AS end_ns,
+           co.ts_ns + CASE WHEN b.all_have_base THEN t.base_time_ns ELSE 0 END AS aligned_start_ns,
            co.collective, co.pg_name, co.pg_desc, coalesce(co.pg_name, '?') AS pg_key,
            co.group_size, co.dtype, co.in_nelems, co.out_nelems, co.seq AS trace_seq, co.meta_source,
            co.exposed_ns, s.bytes AS dtype_bytes
-    FROM device_events d
-    JOIN collectives co USING (trace_id, event_id)
+    FROM collectives co
     JOIN traces t USING (trace_id)
-    JOIN base b ON b.run_id = d.run_id
+    JOIN base b ON b.run_id = co.run_id
     LEFT JOIN dtype_sizes s ON s.dtype = lower(replace(co.dtype, 'c10::', ''))
-    WHERE d.kind = 'comm' AND (run IS NULL OR d.run_id = run)
+    WHERE run IS NULL OR co.run_id = run
 ),
 sized AS (
     SELECT c.*,
