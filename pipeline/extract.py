@@ -262,7 +262,8 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
     return {
         "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64()))
                                   .append_column("ts_ns", pa.array(span_start, pa.int64()))
-                                  .append_column("dur_ns", pa.array(span_end - span_start, pa.int64())),
+                                  .append_column("dur_ns", pa.array(span_end - span_start, pa.int64()))
+                                  .append_column("ordinal", _ordinals(collectives, span_start)),
         "unions": pa.table({
             "step": pa.array([r[0] for r in rows], pa.int64()),
             "set_name": pa.array([r[1] for r in rows], pa.string()),
@@ -273,6 +274,19 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
         "islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
                              "end_ns": pa.array(isl_end, pa.int64())}),
     }
+
+
+def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
+    """Each comm event's position (0, 1, ...) among the rank's events of its process group, in
+    start order: the sequence used to match collectives across ranks when the trace has none."""
+    groups = [g if g is not None else "?" for g in collectives["pg_name"].to_pylist()]
+    event_ids = collectives["event_id"].to_pylist()
+    ordinal = [0] * len(groups)
+    seen: dict = {}
+    for i in sorted(range(len(groups)), key=lambda i: (starts[i], event_ids[i])):
+        ordinal[i] = seen.get(groups[i], 0)
+        seen[groups[i]] = ordinal[i] + 1
+    return pa.array(ordinal, pa.int64())
 
 
 def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu: _Columns) -> dict:

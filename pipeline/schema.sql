@@ -134,7 +134,8 @@ CREATE TABLE IF NOT EXISTS collectives (
     meta_source VARCHAR,
     exposed_ns  BIGINT,
     ts_ns       BIGINT,
-    dur_ns      BIGINT
+    dur_ns      BIGINT,
+    ordinal     BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS side_files (

@@ -146,7 +146,7 @@ FROM merged GROUP BY trace_id, run_id, rank, set_name;
 --    communication, per event; computed at ingest against compute_islands);
 --  * seq: the trace's sequence number when it has one, else the event's order
 --    (0, 1, ...) among the rank's comm events of the same process group
---    (`pg_key`: pg_name, or '?' when the trace names none);
+--    (`pg_key`: pg_name, or '?' when the trace names none), computed at ingest;
 --  * in_bytes / out_bytes = elements × dtype size (dtype_sizes);
 --  * algbw_gbps = S / duration, S = out_bytes for all_gather, in_bytes for
 --    every other collective; busbw_gbps = algbw × factor with n = group size:
@@ -167,7 +167,7 @@ c AS (
            co.ts_ns + CASE WHEN b.all_have_base THEN t.base_time_ns ELSE 0 END AS aligned_start_ns,
            co.collective, co.pg_name, co.pg_desc, coalesce(co.pg_name, '?') AS pg_key,
            co.group_size, co.dtype, co.in_nelems, co.out_nelems, co.seq AS trace_seq, co.meta_source,
-           co.exposed_ns, s.bytes AS dtype_bytes
+           co.exposed_ns, co.ordinal, s.bytes AS dtype_bytes
     FROM collectives co
     JOIN traces t USING (trace_id)
     JOIN base b ON b.run_id = co.run_id
@@ -176,8 +176,7 @@ c AS (
 ),
 sized AS (
     SELECT c.*,
-           coalesce(c.trace_seq, row_number() OVER (
-               PARTITION BY c.trace_id, c.pg_key ORDER BY c.start_ns, c.event_id) - 1) AS seq,
+           coalesce(c.trace_seq, c.ordinal) AS seq,
            CASE WHEN c.trace_seq IS NULL THEN 'order' ELSE 'trace' END AS seq_source,
            c.in_nelems * c.dtype_bytes AS in_bytes,
            c.out_nelems * c.dtype_bytes AS out_bytes,

@@ -26,7 +26,7 @@ from reports import build_report  # noqa: E402
 FULL_SCAN = "SELECT trace_id, kind, count(*) AS n, sum(dur_ns) AS ns FROM device_events GROUP BY ALL"
 
 
-def timed(fn, repeat=3) -> float:
+def timed(fn, repeat=7) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -59,7 +59,7 @@ def main() -> None:
             base = timed(lambda: d.sql(FULL_SCAN))
             print(f"full-scan aggregate: {base:.3f} s")
             for name in ("rank_breakdown", "rank_step_breakdown", "collective_skew", "rank_wait"):
-                t = timed(lambda name=name: d.query(name), repeat=2)
+                t = timed(lambda name=name: d.query(name))
                 print(f"{name:22s} {t:7.3f} s   {t / base:6.1f} × the full scan (target <= 5 ×)")
         start = time.perf_counter()
         result = build_report(db, tmp / "report.html")
