@@ -11,12 +11,7 @@
 -- is then suspect and reported, not hidden.  num_ranks < the run's ranks means
 -- some ranks have fewer collectives in the group.
 -- Units: *_ns nanoseconds.
-SELECT run_id, pg_key AS pg_name,
-       CASE WHEN bool_and(types_agree) THEN any_value(collective) END AS collective,
-       seq, any_value(num_ranks) AS num_ranks, any_value(transfer_ns) AS transfer_ns,
-       any_value(max_wait_ns) AS max_wait_ns, any_value(skew_ns) AS skew_ns,
-       any_value(straggler_rank) AS straggler_rank, bool_and(types_agree) AS types_agree,
-       any_value(collectives_seen) AS collectives_seen
-FROM matched_collectives($run_id)
-GROUP BY run_id, pg_key, seq
+SELECT run_id, pg_key AS pg_name, collective, seq, num_ranks, transfer_ns, max_wait_ns, skew_ns,
+       straggler_rank, types_agree, collectives_seen
+FROM collective_matches($run_id)
 ORDER BY run_id, pg_key, seq

@@ -208,36 +208,33 @@ SELECT *,
        END AS bw_null_reason
 FROM bw;
 
--- matched_collectives(run): the k-th collective of a process group on each
+-- collective_matches(run): the k-th collective of a process group on each
 -- rank of a run is the same collective (matched by pg_key + seq).  One row per
--- rank-instance with the per-collective figures: transfer_ns = min duration
--- over ranks; wait_ns = duration − transfer; skew_ns = latest − earliest
--- aligned start; straggler_rank = the latest to arrive (NULL when all start
--- at the same time); types_agree = every
--- rank saw the same collective type (a mismatch is reported, not hidden).
--- The wait is taken to be the *first* wait_ns of the kernel (it starts,
--- waits for its peers, then transfers): exposed_wait_ns = |[start, start +
--- wait) \ U(compute)|, exposed_transfer_ns = exposed_ns − exposed_wait_ns.
+-- matched collective: transfer_ns = min duration over ranks; max_wait_ns =
+-- max duration − transfer; skew_ns = latest − earliest aligned start;
+-- straggler_rank = the latest to arrive (NULL when all start at the same
+-- time); types_agree = every rank saw the same collective type (a mismatch is
+-- reported, not hidden; collective is then NULL and collectives_seen lists them).
+CREATE OR REPLACE MACRO collective_matches(run) AS TABLE
+SELECT run_id, pg_key, seq,
+       count(*) AS num_ranks,
+       min(dur_ns) AS transfer_ns,
+       max(dur_ns) - min(dur_ns) AS max_wait_ns,
+       max(aligned_start_ns) - min(aligned_start_ns) AS skew_ns,
+       CASE WHEN max(aligned_start_ns) > min(aligned_start_ns)
+            THEN arg_max(rank, aligned_start_ns) END AS straggler_rank,  -- none when all arrive at once
+       min(coalesce(collective, '?')) = max(coalesce(collective, '?')) AS types_agree,
+       CASE WHEN min(coalesce(collective, '?')) = max(coalesce(collective, '?')) THEN any_value(collective) END
+           AS collective,
+       string_agg(DISTINCT coalesce(collective, '?'), ',' ORDER BY coalesce(collective, '?')) AS collectives_seen
+FROM comm_events(run) GROUP BY run_id, pg_key, seq;
+
+-- matched_collectives(run): every rank-instance with its collective's figures
+-- (collective_matches) and its own wait_ns = duration − transfer_ns.
 CREATE OR REPLACE MACRO matched_collectives(run) AS TABLE
-WITH e AS (SELECT * FROM comm_events(run)),
-m AS (
-    SELECT run_id, pg_key, seq,
-           count(*) AS num_ranks,
-           min(dur_ns) AS transfer_ns,
-           max(dur_ns) - min(dur_ns) AS max_wait_ns,
-           max(aligned_start_ns) - min(aligned_start_ns) AS skew_ns,
-           CASE WHEN max(aligned_start_ns) > min(aligned_start_ns)
-                THEN arg_max(rank, aligned_start_ns) END AS straggler_rank,  -- none when all arrive at once
-           count(DISTINCT coalesce(collective, '?')) = 1 AS types_agree,
-           string_agg(DISTINCT coalesce(collective, '?'), ',' ORDER BY coalesce(collective, '?')) AS collectives_seen
-    FROM e GROUP BY run_id, pg_key, seq
-),
-j AS (
-    SELECT e.*, m.num_ranks, m.transfer_ns, e.dur_ns - m.transfer_ns AS wait_ns, m.max_wait_ns,
-           m.skew_ns, m.straggler_rank, m.types_agree, m.collectives_seen
-    FROM e JOIN m USING (run_id, pg_key, seq)
-)
-SELECT * FROM j;
+SELECT e.*, m.num_ranks, m.transfer_ns, e.dur_ns - m.transfer_ns AS wait_ns, m.max_wait_ns,
+       m.skew_ns, m.straggler_rank, m.types_agree, m.collectives_seen
+FROM comm_events(run) e JOIN collective_matches(run) m USING (run_id, pg_key, seq);
 
 -- collective_waits(run): matched_collectives with the exposed part split into
 -- waiting and transfer: the wait is taken to be the *first* wait_ns of the
