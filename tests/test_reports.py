@@ -143,3 +143,13 @@ def test_run_ingests_and_reports_in_one_command(tmp_path):
     assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "scaletrace.duckdb").is_file()
     assert (tmp_path / "out" / "figures" / "throughput.png").is_file()
     assert "4 GPUs  best r4" in result.output  # the headline numbers
+
+
+def test_shipped_demo_sweep_gives_a_report(tmp_path):
+    from conftest import FIXTURES
+
+    result = CliRunner().invoke(main, ["run", str(FIXTURES / "demo-sweep"), "-o", str(tmp_path), "-q"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "report.html").read_text()
+    for key in ("throughput", "efficiency", "breakdown", "layouts", "rank_wait"):
+        assert f'id="chart-{key}"' in text
