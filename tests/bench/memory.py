@@ -11,7 +11,6 @@ and prints its peak RSS against the target: 2 × the JSON size + 300 MB.
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
