@@ -27,9 +27,14 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "csv
 stderr = Console(stderr=True)
 
 
+def say(message: str, console: Console = stderr) -> None:
+    """One line on stderr, as written: paths and names from traces are never read as markup."""
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str) -> None:
     """One line on stderr, exit 1: a user mistake never shows a traceback."""
-    stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    say(f"error: {message}")
     sys.exit(1)
 
 
@@ -87,7 +92,7 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
             line = f"note: {outcome.path}: {outcome.warning}"
         else:
             return
-        progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line, progress.console)
 
     task = progress.add_task("ingest", total=None)
     try:
@@ -95,13 +100,11 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
             report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
                                 on_outcome=on_outcome,
                                 on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                on_wait=lambda msg: progress.console.print(msg, markup=False, highlight=False,
-                                                                           soft_wrap=True))
+                                on_wait=lambda msg: say(msg, progress.console))
     except DatabaseError as exc:
         fail(str(exc))
     if not quiet:
-        stderr.print(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, "
-                     f"{counts['error']} failed -> {db}", highlight=False)
+        say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
     sys.exit(1 if report.errors else 0)
 
 
@@ -217,7 +220,7 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
         raise click.UsageError(str(exc)) from None
     except OSError as exc:
         fail(f"cannot start {command[0]}: {exc.strerror or exc}")
-    stderr.print(f"traces: {target}  (scaletrace ingest {target})", highlight=False)
+    say(f"traces: {target}  (scaletrace ingest {target})")
     sys.exit(rc)
 
 
@@ -264,17 +267,16 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
             if report.errors:
                 result.message = f"ingest: {report.errors[0].line()}"
         if not quiet or result.status == "failed":
-            progress.console.print(f"{result.status:>14}  {result.run_id}  {result.seconds:6.1f} s  "
-                                   f"{result.message}", markup=False, highlight=False, soft_wrap=True)
+            say(f"{result.status:>14}  {result.run_id}  {result.seconds:6.1f} s  "
+                                   f"{result.message}", progress.console)
 
     with progress:
         results = sweeps.run_sweep(spec, force=force, on_result=on_result, on_start=on_start)
     failed = [r for r in results if r.status == "failed"]
     counts = {s: sum(r.status == s for r in results) for s in ("done", "skipped", "not_applicable", "failed")}
-    stderr.print(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items()) + f" -> {spec.out_dir}",
-                 highlight=False)
+    say(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items()) + f" -> {spec.out_dir}")
     for r in failed:
-        stderr.print(f"failed: {r.run_id}: {r.message}", markup=False, highlight=False, soft_wrap=True)
+        say(f"failed: {r.run_id}: {r.message}")
     sys.exit(1 if failed else 0)
 
 
@@ -320,7 +322,7 @@ def synth(out_dir, ranks, steps, kernels_per_step, tp, straggler, delay_us, cloc
                         straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
                         parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gz)
         run = write_run(Path(out_dir), spec)
-        stderr.print(f"{run}: {n} ranks × {steps} steps", highlight=False)
+        say(f"{run}: {n} ranks × {steps} steps")
 
 
 @main.command(context_settings=CONTEXT)
@@ -341,7 +343,7 @@ def export(db, parquet_dir) -> None:
         counts = export_parquet(db, parquet_dir)
     except DatabaseError as exc:
         fail(str(exc))
-    stderr.print(f"{sum(counts.values()):,} rows in {len(counts)} tables -> {parquet_dir}", highlight=False)
+    say(f"{sum(counts.values()):,} rows in {len(counts)} tables -> {parquet_dir}")
 
 
 def _write_report(db, out, runs, png, svg, quiet) -> None:
@@ -352,9 +354,9 @@ def _write_report(db, out, runs, png, svg, quiet) -> None:
         for line in headline(db):
             click.echo(line)
         for note in result.omitted:
-            stderr.print(f"not shown: {note}", markup=False, highlight=False, soft_wrap=True)
-    stderr.print(f"report: {result.path} ({result.bytes / 1e6:.1f} MB, {len(result.charts)} charts"
-                 + (f", {len(result.images)} images" if result.images else "") + ")", highlight=False)
+            say(f"not shown: {note}")
+    images = f", {len(result.images)} images" if result.images else ""
+    say(f"report: {result.path} ({result.bytes / 1e6:.1f} MB, {len(result.charts)} charts{images})")
 
 
 @main.command(context_settings=CONTEXT)
@@ -385,6 +387,11 @@ def report(db, out, runs, png, svg, quiet) -> None:
         fail(str(exc))
 
 
+def _say_errors(outcome) -> None:
+    if outcome.status == "error":
+        say(outcome.line())
+
+
 @main.command(name="run", context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--out", "out_dir", default="scaletrace-out", show_default=True,
@@ -408,8 +415,7 @@ def run_all(paths, out_dir, png, quiet) -> None:
     out.mkdir(parents=True, exist_ok=True)
     db = out / "scaletrace.duckdb"
     try:
-        report_ = run_ingest(paths, db, on_outcome=lambda o: o.status == "error" and stderr.print(
-            o.line(), markup=False, highlight=False, soft_wrap=True))
+        report_ = run_ingest(paths, db, on_outcome=_say_errors)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
     except (DatabaseError, queries.QueryError) as exc:
         fail(str(exc))

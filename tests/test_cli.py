@@ -74,3 +74,14 @@ def test_table_output_shows_trace_names_literally(tmp_path):
     assert CliRunner().invoke(main, ["ingest", str(tmp_path / "run"), "--db", str(db), "-q"]).exit_code == 0
     result = CliRunner().invoke(main, ["sql", "SELECT name FROM device_events", "--db", str(db)])
     assert result.exit_code == 0 and name in result.output
+
+
+def test_messages_show_paths_literally(tmp_path):
+    from conftest import kernel, write_trace
+
+    odd = tmp_path / "runs[/bold]x"
+    write_trace(odd / "run" / "rank0.json", [kernel("gemm", 0, 10)], rank=0)
+    db = odd / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(odd / "run"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert f"1 ingested, 0 unchanged, 0 failed -> {db}" in result.stderr
