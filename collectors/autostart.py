@@ -47,9 +47,14 @@ def run_info_from_meta(meta: dict) -> RunInfo:
     names = {f.name for f in fields(RunInfo)}
     run, labels = {}, {}
     for key, value in meta.items():
-        short = key.split(".", 1)[1] if key.startswith(("parallel.", "model.", "device.")) else key
-        short = {"name": "model_name"}.get(short, short) if key.startswith("model.") else short
-        (run if short in names and short != "labels" else labels)[short if short in names else key] = value
+        prefix, _, rest = key.partition(".")
+        short = rest if prefix in ("parallel", "model", "device") and rest else key
+        if prefix == "model" and short == "name":
+            short = "model_name"
+        if short in names and short != "labels":
+            run[short] = value
+        else:
+            labels[key] = value
     return RunInfo(**run, labels=labels)
 
 

@@ -79,29 +79,21 @@ class _Steps:
         self.starts = [r[1] for r in self.rows]
 
     def at_many(self, times: np.ndarray) -> pa.Array:
-        """``at`` for an array of instants, as a nullable int64 Arrow array."""
+        """The step each instant falls in (the latest-starting step that contains it; steps do not
+        nest, slight overlaps are allowed), as a nullable int64 Arrow array."""
         found = np.full(len(times), NONE, dtype=np.int64)
         if self.rows:
             starts = np.array(self.starts, dtype=np.int64)
             ends = np.array([r[2] for r in self.rows], dtype=np.int64)
             numbers = np.array([r[0] for r in self.rows], dtype=np.int64)
             i = np.searchsorted(starts, times, side="right") - 1
-            for back in range(4):  # as in at(): the latest-starting step that contains it
+            for back in range(4):  # look back a few steps in case of overlap
                 j = i - back
                 ok = (found == NONE) & (j >= 0)
                 jj = np.maximum(j, 0)
                 ok &= (starts[jj] <= times) & (times < ends[jj])
                 found[ok] = numbers[jj[ok]]
         return pa.array(found, mask=found == NONE)
-
-    def at(self, ts: int) -> int | None:
-        i = bisect.bisect_right(self.starts, ts) - 1
-        for j in range(i, max(i - 4, -1), -1):  # steps do not nest; allow slight overlap
-            step, start, end = self.rows[j]
-            if start <= ts < end:
-                return step
-        return None
-
 
 class _Enclosing:
     """Per-thread sorted CPU intervals; finds those that contain an instant."""
@@ -400,7 +392,7 @@ def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
         [cpu.index[j] for j in keep], [f"thread {cpu.tid[j]}" for j in keep], [None] * len(keep),
         [None] * len(keep), [cpu.cat_raw[j] for j in keep], [cpu.name[j] for j in keep],
         [kinds[j] for j in keep], [cpu.ts[j] for j in keep], [cpu.dur[j] for j in keep],
-        [None] * len(keep), [steps.at(cpu.ts[j]) for j in keep])
+        [None] * len(keep), steps.at_many(np.array([cpu.ts[j] for j in keep], dtype=np.int64)))
     return device, coll_rows, spans
 
 

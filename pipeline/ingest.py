@@ -22,7 +22,6 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-
 from pipeline import schema, sidefiles
 from pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from pipeline.decode import TraceError, decode, unpack

@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
-
 from pipeline.db import connect
 from reports import charts as chart_defs
 from reports import data as report_data
@@ -95,4 +93,4 @@ def headline(db: str | Path) -> list[str]:
     return lines
 
 
-__all__ = ["ReportResult", "build_report", "headline", "pl"]
+__all__ = ["ReportResult", "build_report", "headline"]
