@@ -214,6 +214,7 @@ def main(argv=None) -> int:
     if rank == 0:
         print(f"demo: {args.layout} world={world} dp={dp} tp={tp} steps={args.steps} "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}" + ("" if args.no_profile else f" -> {out}"))
+    dist.barrier()  # gloo may abort a rank that tears down while its peer still talks
     dist.destroy_process_group()
     return 0
 
