@@ -19,6 +19,7 @@ Differences from HTA 0.5.0 (``hta/utils/utils.py``), documented in the README:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,7 @@ class Rule:
 
     side: ``gpu`` (device events) or ``cpu`` (CPU events on CPU-only traces).
     field: ``name`` or ``cat`` (the event's category, lower-cased).
-    match: ``contains`` / ``prefix`` / ``exact``; comparisons ignore case.
+    match: ``contains`` / ``prefix`` / ``exact`` / ``regex`` (``re.search``); comparisons ignore case.
     pattern: the text to look for.
     kind: the kind given on a match.
     """
@@ -44,14 +45,18 @@ class Rule:
     kind: str
 
     def matches(self, cat: str, name: str) -> bool:
-        text = (name if self.field == "name" else cat).lower()
-        pattern = self.pattern.lower()
+        text = name if self.field == "name" else cat
+        if self.match == "regex":  # the pattern is not lower-cased: that would turn \W into \w
+            return re.search(self.pattern, text, re.IGNORECASE) is not None
+        text, pattern = text.lower(), self.pattern.lower()
         if self.match == "contains":
             return pattern in text
         if self.match == "prefix":
             return text.startswith(pattern)
         return text == pattern
 
+
+WAIT_PATTERN = r"^_?c10d_functional::wait_tensor$|^c10d::wait$|work\w*::wait$|processgroup\w*::wait$"
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("gpu", "name", "contains", "nccl", "comm"),
@@ -75,12 +80,19 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("cpu", "name", "prefix", "gloo:", "comm"),
     Rule("cpu", "name", "prefix", "mpi:", "comm"),
     Rule("cpu", "name", "prefix", "ucc:", "comm"),
+    # The training thread blocked on a collective (CPU traces): torch's functional-collective wait
+    # op (`_c10d_functional::wait_tensor`, the legacy `c10d_functional::wait_tensor`), `c10d::wait`,
+    # and Work / ProcessGroup wait annotations (`ProcessGroupNCCL::WorkNCCL::wait`, `Work::wait`).
+    Rule("cpu", "name", "regex", WAIT_PATTERN, "sync"),
     Rule("cpu", "cat", "exact", "cpu_op", "compute"),
 )
 
 # CPU ops that *are* collective calls: on CPU-only traces they and everything
-# inside them are dispatch, not compute (DESIGN.md, "Classification").
-COLLECTIVE_CALL_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:")
+# inside them are dispatch, not compute (DESIGN.md, "Classification").  The
+# functional collectives (`_c10d_functional::all_reduce`, used by DTensor / TP)
+# dispatch to the c10d ops; their wait op is matched by the sync rule first.
+COLLECTIVE_CALL_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:",
+                            "_c10d_functional::", "c10d_functional::", "_c10d_functional_autograd::")
 
 
 def is_collective_call(name: str) -> bool:
@@ -101,8 +113,13 @@ def load_rules(path: str | Path) -> tuple[Rule, ...]:
     for rule in rules:
         if rule.kind not in KINDS or rule.side not in ("gpu", "cpu"):
             raise RulesError(f"{path}: bad rule {rule}: kind must be one of {KINDS}, side gpu|cpu")
-        if rule.field not in ("name", "cat") or rule.match not in ("contains", "prefix", "exact"):
-            raise RulesError(f"{path}: bad rule {rule}: field name|cat, match contains|prefix|exact")
+        if rule.field not in ("name", "cat") or rule.match not in ("contains", "prefix", "exact", "regex"):
+            raise RulesError(f"{path}: bad rule {rule}: field name|cat, match contains|prefix|exact|regex")
+        if rule.match == "regex":
+            try:
+                re.compile(rule.pattern)
+            except (re.error, TypeError) as exc:
+                raise RulesError(f"{path}: bad rule {rule}: pattern is not a regular expression ({exc})") from None
     return rules
 
 

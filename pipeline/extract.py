@@ -375,25 +375,62 @@ def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -
 
 
 def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
-    """CPU-only trace: lanes are threads; comm on gloo/mpi/ucc threads, compute elsewhere."""
+    """CPU-only trace: lanes are threads; comm on gloo/mpi/ucc threads, compute elsewhere.
+
+    A collective call (``c10d::allreduce_``) and what runs inside it is dispatch, not compute;
+    a wait for a collective (``_c10d_functional::wait_tensor``: the sync rule) is kept as ``sync``
+    and what runs inside it is not compute either (DESIGN.md, "Classification").  An op that
+    encloses a call or a wait (``aten::add`` around a DTensor wait) is stored as its pieces
+    outside them, so that the thread's blocked time never counts as compute."""
     kinds = [classifier.classify("cpu", cat, name) for cat, name in zip(cpu.cat, cpu.name)]
     comm_tids = {tid for tid, k in zip(cpu.tid, kinds) if k == "comm"}
     calls = _Enclosing()
     for j, name in enumerate(cpu.name):
-        if is_collective_call(name):
+        if kinds[j] == "sync" or is_collective_call(name):
             calls.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], True)
     calls.freeze()
-    keep = [j for j, k in enumerate(kinds) if k != "other" and not (
-        k == "compute" and (cpu.tid[j] in comm_tids or calls.containing(cpu.tid[j], cpu.ts[j])))]
+    blocked = _Blocked(calls)
+    rows = []  # (position in cpu, ts, dur)
+    for j, k in enumerate(kinds):
+        if k == "other":
+            continue
+        if k != "compute":
+            rows.append((j, cpu.ts[j], cpu.dur[j]))
+        elif cpu.tid[j] not in comm_tids and not calls.containing(cpu.tid[j], cpu.ts[j]):
+            rows += [(j, a, b - a) for a, b in blocked.outside(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j])]
     coll_rows = [(cpu.index[j], coll.canonical(cpu.name[j]), None, None, None, None, None, None, None,
-                  "cpu_op_name") for j in keep if kinds[j] == "comm"]
-    spans = [(cpu.ts[j], cpu.ts[j] + cpu.dur[j]) for j in keep if kinds[j] == "comm"]
+                  "cpu_op_name") for j, _, _ in rows if kinds[j] == "comm"]
+    spans = [(ts, ts + dur) for j, ts, dur in rows if kinds[j] == "comm"]
     device = _device_table(
-        [cpu.index[j] for j in keep], [f"thread {cpu.tid[j]}" for j in keep], [None] * len(keep),
-        [None] * len(keep), [cpu.cat_raw[j] for j in keep], [cpu.name[j] for j in keep],
-        [kinds[j] for j in keep], [cpu.ts[j] for j in keep], [cpu.dur[j] for j in keep],
-        [None] * len(keep), steps.at_many(np.array([cpu.ts[j] for j in keep], dtype=np.int64)))
+        [cpu.index[j] for j, _, _ in rows], [f"thread {cpu.tid[j]}" for j, _, _ in rows], [None] * len(rows),
+        [None] * len(rows), [cpu.cat_raw[j] for j, _, _ in rows], [cpu.name[j] for j, _, _ in rows],
+        [kinds[j] for j, _, _ in rows], [ts for _, ts, _ in rows], [dur for _, _, dur in rows],
+        [None] * len(rows), steps.at_many(np.array([ts for _, ts, _ in rows], dtype=np.int64)))
     return device, coll_rows, spans
+
+
+class _Blocked:
+    """Per thread, the merged intervals in which the thread is blocked in a collective call or wait."""
+
+    def __init__(self, calls: _Enclosing):
+        self.by_tid = {}
+        for tid, items in calls.by_tid.items():
+            merged = intervals.merge([(s, e) for s, e, _ in items])
+            self.by_tid[tid] = ([s for s, _ in merged], [e for _, e in merged])
+
+    def outside(self, tid, ts: int, end: int) -> list[tuple[int, int]]:
+        """[ts, end) minus the thread's blocked intervals (the whole interval when none overlap)."""
+        starts, ends = self.by_tid.get(tid, ((), ()))
+        i = bisect.bisect_right(ends, ts)
+        pieces, cursor = [], ts
+        while i < len(starts) and starts[i] < end:
+            if starts[i] > cursor:
+                pieces.append((cursor, starts[i]))
+            cursor = max(cursor, ends[i])
+            i += 1
+        if cursor < end or not pieces and cursor == end == ts:  # zero-length events stay as they are
+            pieces.append((cursor, end))
+        return pieces
 
 
 DEVICE_COLUMNS = (("event_id", pa.int64()), ("lane", pa.string()), ("stream", pa.int64()),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.classify import DEFAULT_RULES, Classifier, RulesError, load_rules
+from pipeline.classify import DEFAULT_RULES, Classifier, RulesError, is_collective_call, load_rules
 
 CASES = [
     # (side, category, name, kind): names copied from the shared real traces
@@ -36,7 +36,42 @@ CASES = [
     ("cpu", "user_annotation", "mpi:all_gather", "comm"),
     ("cpu", "cpu_op", "aten::addmm", "compute"),
     ("cpu", "user_annotation", "## forward ##", "other"),
+    # the training thread blocked on a collective is sync, never compute (torch 2.x op names)
+    ("cpu", "cpu_op", "_c10d_functional::wait_tensor", "sync"),
+    ("cpu", "cpu_op", "c10d_functional::wait_tensor", "sync"),
+    ("cpu", "cpu_op", "c10d::wait", "sync"),
+    ("cpu", "user_annotation", "ProcessGroupNCCL::WorkNCCL::wait", "sync"),
+    ("cpu", "user_annotation", "Work::wait", "sync"),
+    ("cpu", "cpu_op", "_c10d_functional::all_reduce", "compute"),  # a call: dropped by is_collective_call
+    ("cpu", "cpu_op", "aten::wait_for_nothing", "compute"),
 ]
+
+
+@pytest.mark.parametrize("name,is_call", [
+    ("c10d::allreduce_", True), ("_c10d_functional::all_reduce", True),
+    ("_c10d_functional::wait_tensor", True), ("c10d_functional::all_gather_into_tensor", True),
+    ("record_param_comms", True), ("aten::mm", False), ("my_c10d::thing", False),
+])
+def test_collective_calls(name, is_call):
+    assert is_collective_call(name) is is_call
+
+
+def test_regex_rules_keep_their_case_classes(tmp_path):
+    """A regex is matched ignoring case but not lower-cased (lower-casing would turn \\W into \\w)."""
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "regex",
+                                 "pattern": r"^ag\W", "kind": "comm"}]))
+    rules = load_rules(path)
+    assert Classifier(rules).classify("gpu", "kernel", "AG_x") == "other"  # _ is a word character
+    assert Classifier(rules).classify("gpu", "kernel", "ag-x") == "comm"
+
+
+def test_bad_regex_is_one_line(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "regex", "pattern": "(",
+                                 "kind": "comm"}]))
+    with pytest.raises(RulesError, match="not a regular expression"):
+        load_rules(path)
 
 
 @pytest.mark.parametrize("side,cat,name,kind", CASES)
