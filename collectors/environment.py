@@ -23,6 +23,14 @@ def host() -> str:
     return socket.gethostname().split(".")[0] or "host"
 
 
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask; the machine's count where unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def device_facts() -> dict:
     """Device name, backend and versions; CUDA/ROCm when present, else the CPU."""
     import torch
@@ -39,7 +47,9 @@ def device_facts() -> dict:
         except Exception:  # noqa: BLE001 - NCCL missing is a fact, not an error
             pass
     else:
-        facts["device"] = f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads per rank)"
+        cores, threads = os.cpu_count() or 1, torch.get_num_threads()
+        facts["device"] = (f"CPU ({cores} core{'s' * (cores != 1)}, "
+                           f"{threads} thread{'s' * (threads != 1)} per rank)")
     return facts
 
 

@@ -33,6 +33,8 @@ CREATE TABLE IF NOT EXISTS runs (
     manifest          JSON,
     updated_at        TIMESTAMP
 );
+-- added after schema version 1 was released: older files gain the column on their next ingest
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS cpu_cores INTEGER;
 
 CREATE SEQUENCE IF NOT EXISTS trace_id_seq;
 

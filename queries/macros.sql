@@ -263,7 +263,7 @@ CREATE OR REPLACE MACRO run_metrics(run) AS TABLE
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
 tr AS (
     SELECT run_id, count(DISTINCT rank) AS num_ranks, max(world_size) AS trace_world_size,
-           any_value(device_name) AS trace_device_name
+           any_value(device_name) AS trace_device_name, bool_and(trace_mode = 'cpu') AS cpu_only
     FROM traces WHERE run IS NULL OR run_id = run GROUP BY run_id
 ),
 slowest AS (
@@ -299,13 +299,22 @@ power AS (
     GROUP BY run_id
 ),
 shares AS (
-    SELECT run_id, sum(span_ns) AS span_ns, sum(compute_ns) AS compute_ns,
-           sum(exposed_comm_ns) AS exposed_comm_ns, sum(exposed_memory_ns) AS exposed_memory_ns,
-           sum(idle_ns) AS idle_ns
-    FROM window_breakdown(false, run) GROUP BY run_id
+    -- DESIGN.md "exposed comm % of step": each part / the rank's span (its
+    -- whole traced window), averaged over the ranks with a span; the five
+    -- shares of a rank sum to 100, so their means do too
+    SELECT run_id,
+           avg(100.0 * compute_ns / span_ns) AS compute_pct,
+           avg(100.0 * exposed_comm_ns / span_ns) AS exposed_comm_pct,
+           avg(100.0 * exposed_memory_ns / span_ns) AS exposed_memory_pct,
+           avg(100.0 * other_ns / span_ns) AS other_pct,
+           avg(100.0 * idle_ns / span_ns) AS idle_pct
+    FROM window_breakdown(false, run) WHERE span_ns > 0 GROUP BY run_id
 ),
 base AS (
-    SELECT r.*, tr.num_ranks,
+    SELECT r.*, tr.num_ranks, tr.cpu_only,
+           -- ranks sharing one host: the manifest's per-node count, else world ÷ nodes
+           coalesce(r.gpus_per_node, ceil(coalesce(r.world_size, tr.trace_world_size, tr.num_ranks)
+                                          / r.num_nodes)::INTEGER) AS ranks_per_host,
            coalesce(r.world_size, tr.trace_world_size, tr.num_ranks) AS gpus,
            coalesce(r.device_name, tr.trace_device_name) AS device,
            st.step_time_ns, st.num_steps, st.step_time_source,
@@ -313,8 +322,7 @@ base AS (
            coalesce(r.flops_per_token,
                     6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
                     6 * r.num_params) AS fpt,
-           sh.span_ns, sh.compute_ns AS c_ns, sh.exposed_comm_ns AS ec_ns,
-           sh.exposed_memory_ns AS em_ns, sh.idle_ns AS i_ns
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct
     FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
@@ -340,10 +348,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        peak_source AS peak_flops_source,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
-       100.0 * c_ns / span_ns AS compute_pct,
-       100.0 * ec_ns / span_ns AS exposed_comm_pct,
-       100.0 * em_ns / span_ns AS exposed_memory_pct,
-       100.0 * i_ns / span_ns AS idle_pct,
+       compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
        concat_ws('; ',
            CASE WHEN step_time_ns IS NULL THEN 'no ProfilerStep annotations: no step time' END,
            CASE WHEN tokens_per_step IS NULL
@@ -351,5 +356,11 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
            CASE WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
            CASE WHEN job_watts IS NULL
-                THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons
+                THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons,
+       -- NULL when there is nothing to warn about
+       nullif(concat_ws('; ',
+           CASE WHEN cpu_only AND ranks_per_host > cpu_cores
+                THEN format('CPU run with {} ranks per host on {} core{}: ranks compete for cores, so '
+                            'its step time partly measures contention, not scaling', ranks_per_host,
+                            cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END), '') AS warnings
 FROM m;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import gzip
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,7 @@ def test_traces_step_logs_and_manifest(demo_runs):
     assert manifest["model"]["num_params"] > 0
     assert manifest["device"]["peak_flops_source"] == "measured" and manifest["device"]["peak_flops"] > 0
     assert manifest["software"]["backend"] == "gloo"
+    assert manifest["cpu_cores"] == len(os.sched_getaffinity(0))  # what this job could run on
     assert manifest["power"]["source"] is None and manifest["power"]["reason"]
 
 
