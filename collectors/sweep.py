@@ -172,6 +172,21 @@ def execute(run: PlannedRun, timeout_s: float) -> RunResult:
     return RunResult(run.run_id, status, seconds, marker.read_text().strip() if marker.exists() else "")
 
 
+def plan_lines(runs: list[PlannedRun]) -> list[str]:
+    """``--dry-run``: one line per run, the commands starting in one column."""
+    width = max((len(r.run_id) for r in runs), default=0) + 1
+    return [f"{r.run_id + ':':<{width}} {' '.join(r.argv)}" for r in runs]
+
+
+STATUS_WIDTH = max(len(s) for s in ("done", "skipped", "not_applicable", "failed"))
+
+
+def result_line(result: RunResult, id_width: int) -> str:
+    """One progress line: status, run_id padded to ``id_width``, seconds, message; columns line up."""
+    return (f"{result.status:>{STATUS_WIDTH}}  {result.run_id:<{id_width}}  {result.seconds:7.1f} s  "
+            f"{result.message}").rstrip()
+
+
 def run_sweep(spec: SweepSpec, force: bool = False,
               on_result: Callable[[PlannedRun, RunResult], None] | None = None,
               on_start: Callable[[PlannedRun], None] | None = None) -> list[RunResult]:

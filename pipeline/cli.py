@@ -20,9 +20,12 @@ from pipeline.schema import DatabaseError
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True, type=click.Path(),
                          help="DuckDB database file (or, for reading, a `scaletrace export` Parquet directory).")
-FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
+FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "line", "csv", "json"]),
                              default="table", show_default=True,
-                             help="table for terminals; csv / json (one array of row objects) for pipes.")
+                             help="table for terminals; line: one `column: value` per line, a blank line "
+                                  "between rows (for wide results); csv / json (one array of row objects) for pipes.")
+COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
+                              help="Only these columns, in this order (comma-separated).")
 
 stderr = Console(stderr=True)
 
@@ -30,6 +33,11 @@ stderr = Console(stderr=True)
 def say(message: str, console: Console = stderr) -> None:
     """One line on stderr, as written: paths and names from traces are never read as markup."""
     console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def _plural(n: int, noun: str) -> str:
+    """"1 rank", "2 ranks", "1,024 ranks"."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def fail(message: str) -> None:
@@ -105,7 +113,31 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
         fail(str(exc))
     if not quiet:
         say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
+    if not counts["ok"] and not counts["unchanged"]:
+        _say_if_empty(db)
     sys.exit(1 if report.errors else 0)
+
+
+def _say_if_empty(db) -> None:
+    """A database left without traces (e.g. every file of a first ingest failed) is said to be empty."""
+    try:
+        with connect(db) as database:
+            empty = database.num_traces() == 0
+    except (DatabaseError, queries.QueryError):
+        return
+    if empty:
+        say(f"{db} holds no traces: nothing could be ingested (its ingest_log table records why)")
+
+
+def _select(df: pl.DataFrame, columns: str | None, what: str) -> pl.DataFrame:
+    """The --columns of ``df`` in the order given; an unknown name is a user mistake."""
+    if not columns:
+        return df
+    wanted = [c.strip() for c in columns.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in df.columns]
+    if unknown or not wanted:
+        fail(f"{what} has no column {', '.join(unknown) or '(none given)'}; its columns: {', '.join(df.columns)}")
+    return df.select(wanted)
 
 
 def _emit(df: pl.DataFrame, fmt: str) -> None:
@@ -113,6 +145,11 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
         click.echo(df.write_csv(), nl=False)
     elif fmt == "json":
         click.echo(df.write_json())
+    elif fmt == "line":
+        width = max((len(name) for name in df.columns), default=0) + 1
+        blocks = ["\n".join(f"{name + ':':<{width}} {_cell(v)}" for name, v in row.items())
+                  for row in df.iter_rows(named=True)]
+        click.echo("\n\n".join(blocks), nl=bool(blocks))
     else:
         table = Table(show_lines=False)
         for name in df.columns:
@@ -138,14 +175,21 @@ def _cell(value) -> str:
 @click.option("--list", "list_", is_flag=True, help="List the queries with one line each.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
 @FORMAT_OPTION
-def query(name, db, params, list_, show, fmt) -> None:
+@COLUMNS_OPTION
+def query(name, db, params, list_, show, fmt, columns) -> None:
     """Run one of the metric queries (SQL files in queries/).
+
+    Parameters are typed in the query's header (--show): a run_id or workload
+    must name one in the database.  A note on stderr says why rows may be
+    missing (e.g. CPU-only runs in the hta_* queries).
 
     \b
     Example:
       scaletrace query --list
-      scaletrace query rank_breakdown --db traces.duckdb
-      scaletrace query rank_step_breakdown -p run_id param-dlrm-8rank --format csv
+      scaletrace query rank_breakdown --db demo.duckdb
+      scaletrace query rank_step_breakdown --db demo.duckdb -p run_id demo-gpt-ddp-2 --format csv
+      scaletrace query run_summary --db demo.duckdb --format line
+      scaletrace query run_summary --db demo.duckdb --columns run_id,tokens_per_s,mfu_pct
     """
     try:
         if list_:
@@ -159,7 +203,11 @@ def query(name, db, params, list_, show, fmt) -> None:
             click.echo(q.sql)
             return
         with connect(db) as database:
-            _emit(database.query(name, **dict(params)), fmt)
+            result = _select(database.query(name, **dict(params)), columns, f"query '{name}'")
+            notes = database.notes(name, **dict(params))
+        for note in notes:
+            say(f"note: {note}")
+        _emit(result, fmt)
     except (queries.QueryError, DatabaseError) as exc:
         fail(str(exc))
 
@@ -168,17 +216,22 @@ def query(name, db, params, list_, show, fmt) -> None:
 @click.argument("statement")
 @DB_OPTION
 @FORMAT_OPTION
-def sql(statement, db, fmt) -> None:
-    """Run ad-hoc read-only SQL against the database.
+@COLUMNS_OPTION
+def sql(statement, db, fmt, columns) -> None:
+    """Run one ad-hoc read-only SQL statement against the database.
+
+    Several statements at once are refused (only one result could be shown).
 
     \b
     Example:
-      scaletrace sql "SELECT kind, count(*) FROM device_events GROUP BY kind"
-      scaletrace sql "SELECT * FROM ingest_log WHERE status = 'error'" --format json
+      scaletrace sql "SELECT kind, count(*) AS n FROM device_events GROUP BY kind" --db demo.duckdb
+      scaletrace sql "SELECT path, message FROM ingest_log WHERE status = 'error'" --db demo.duckdb --format json
+      scaletrace sql "SELECT * FROM runs" --db demo.duckdb --format line
     """
     try:
         with connect(db) as database:
-            _emit(database.sql(statement), fmt)
+            result = _select(database.sql(statement), columns, "the result")
+        _emit(result, fmt)
     except (queries.QueryError, DatabaseError) as exc:
         fail(str(exc))
 
@@ -250,9 +303,10 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
     except sweeps.SweepError as exc:
         fail(str(exc))
     if dry_run:
-        for run in planned:
-            click.echo(f"{run.run_id}: {' '.join(run.argv)}")
+        for line in sweeps.plan_lines(planned):
+            click.echo(line)
         return
+    id_width = max((len(run.run_id) for run in planned), default=0)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, disable=quiet, transient=True)
     task = progress.add_task("sweep", total=len(planned))
@@ -267,8 +321,7 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
             if report.errors:
                 result.message = f"ingest: {report.errors[0].line()}"
         if not quiet or result.status == "failed":
-            say(f"{result.status:>14}  {result.run_id}  {result.seconds:6.1f} s  "
-                                   f"{result.message}", progress.console)
+            say(sweeps.result_line(result, id_width), progress.console)
 
     with progress:
         results = sweeps.run_sweep(spec, force=force, on_result=on_result, on_start=on_start)
@@ -322,7 +375,7 @@ def synth(out_dir, ranks, steps, kernels_per_step, tp, straggler, delay_us, cloc
                         straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
                         parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gz)
         run = write_run(Path(out_dir), spec)
-        say(f"{run}: {n} ranks × {steps} steps")
+        say(f"{run}: {_plural(n, 'rank')} × {_plural(steps, 'step')}")
 
 
 @main.command(context_settings=CONTEXT)
@@ -343,7 +396,7 @@ def export(db, parquet_dir) -> None:
         counts = export_parquet(db, parquet_dir)
     except DatabaseError as exc:
         fail(str(exc))
-    say(f"{sum(counts.values()):,} rows in {len(counts)} tables -> {parquet_dir}")
+    say(f"{_plural(sum(counts.values()), 'row')} in {_plural(len(counts), 'table')} -> {parquet_dir}")
 
 
 def _write_report(db, out, runs, png, svg, quiet) -> None:

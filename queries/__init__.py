@@ -6,11 +6,14 @@ block of ``--`` comments::
     -- name: rank_breakdown
     -- description: one line shown by `scaletrace query --list`
     -- grain: one row per run × rank
-    -- param: run_id  optional; a run_id, or NULL for every run
+    -- param: run_id VARCHAR optional; a run_id, or NULL for every run
+    -- cpu_only: what to tell a user whose selected runs are CPU-only (optional)
     -- (free text: definition, units)
 
-Parameters are named (``$run_id``).  The loader refuses a query whose
-declared and used parameters differ, so a file cannot silently ignore one.
+Parameters are named (``$run_id``) and typed (a key of ``PARAM_TYPES``).  The
+loader refuses a query whose declared and used parameters differ, so a file
+cannot silently ignore one; ``bind`` converts the values (the CLI gives
+strings) and refuses one that is not of the declared type.
 """
 
 from __future__ import annotations
@@ -28,14 +31,40 @@ class QueryError(ValueError):
     """An unknown query, a malformed query file or bad parameters."""
 
 
+def _to_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(value)
+    return int(value)
+
+
+def _to_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(value)
+    return value
+
+
+# The parameter types a query header may declare: DuckDB type -> (words for errors, converter).
+PARAM_TYPES = {
+    "VARCHAR": ("a string", _to_str),
+    "BIGINT": ("an integer", _to_int),
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    type: str  # a key of PARAM_TYPES
+    description: str
+
+
 @dataclass(frozen=True)
 class Query:
     name: str
     description: str
     grain: str
-    params: dict[str, str]  # name -> description
+    params: dict[str, Param]
     sql: str
     header: str
+    cpu_only: str = ""  # said when the selected runs include CPU-only traces (e.g. the hta_* queries)
 
 
 def _strip_comments(sql: str) -> str:
@@ -53,9 +82,12 @@ def parse(text: str, path: Path) -> Query:
     for line in header_lines:
         key, _, value = line.partition(":")
         if key == "param":
-            pname, _, pdesc = value.strip().partition(" ")
-            params[pname] = pdesc.strip()
-        elif key in ("name", "description", "grain"):
+            pname, ptype, pdesc = (value.split(None, 2) + ["", ""])[:3]
+            if ptype not in PARAM_TYPES:
+                raise QueryError(f"{path}: parameter '{pname}' needs a type after its name "
+                                 f"({', '.join(PARAM_TYPES)}), got '{ptype}'")
+            params[pname] = Param(ptype, pdesc)
+        elif key in ("name", "description", "grain", "cpu_only"):
             fields[key] = value.strip()
     if fields.get("name") != path.stem or "description" not in fields:
         raise QueryError(f"{path}: header needs '-- name: {path.stem}' and '-- description: ...'")
@@ -63,7 +95,7 @@ def parse(text: str, path: Path) -> Query:
     if used != set(params):
         raise QueryError(f"{path}: declared parameters {sorted(params)} differ from used {sorted(used)}")
     return Query(path.stem, fields["description"], fields.get("grain", ""), params, text,
-                 "\n".join(header_lines))
+                 "\n".join(header_lines), fields.get("cpu_only", ""))
 
 
 def names() -> list[str]:
@@ -83,4 +115,15 @@ def bind(query: Query, given: dict[str, object]) -> dict[str, object]:
     if unknown:
         raise QueryError(f"query '{query.name}' has no parameter {', '.join(sorted(unknown))}; "
                          f"it takes: {', '.join(query.params) or 'none'}")
-    return {p: given.get(p) for p in query.params}
+    return {p: _convert(query, p, given.get(p)) for p in query.params}
+
+
+def _convert(query: Query, name: str, value: object) -> object:
+    if value is None:
+        return None
+    words, convert = PARAM_TYPES[query.params[name].type]
+    try:
+        return convert(value)
+    except ValueError:
+        raise QueryError(f"parameter {name} of query '{query.name}' wants {words} "
+                         f"({query.params[name].type}), got {value!r}") from None

@@ -1,7 +1,7 @@
 -- name: collective_skew
 -- description: Each collective matched across ranks: transfer time, worst wait, arrival skew and the straggler.
 -- grain: one row per run × process group × seq (the k-th collective of the group on every rank)
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- Matching: by process group + the trace's sequence number, else by order
 -- within the group on each rank.  transfer_ns = min duration over ranks;
 -- max_wait_ns = max duration − transfer; skew_ns = latest start − earliest

@@ -1,7 +1,7 @@
 -- name: collective_summary
 -- description: Per run, collective type and process group: count, time, exposed time, bytes, median busbw.
 -- grain: one row per run × collective × process group × message-size bucket
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- size_bucket_bytes = the power of two at or below the instance's message
 -- size S (as in algbw; NULL when unknown): one row per bucket makes a
 -- message-size histogram.  total_ns / exposed_ns sum over ranks and instances;

@@ -1,7 +1,7 @@
 -- name: collectives
 -- description: Every collective instance per rank: type, process group, sizes, duration, exposed time, algbw/busbw.
 -- grain: one row per run × rank × communication kernel
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- Metadata comes from the NCCL kernel args, else the launching CPU op
 -- (record_param_comms, nccl:*, c10d::*), else the kernel name (meta_source).
 -- exposed_ns = |event \ U(compute)| on the rank.  seq is the trace's sequence

@@ -1,7 +1,7 @@
 -- name: exposed_comm_by_group
 -- description: Exposed communication per rank split by process group and collective (which parallel dimension is exposed).
 -- grain: one row per run × rank × process group × collective
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- exposed_ns = Σ |event \ U(compute)| over the group's events on the rank;
 -- comm_ns = Σ event durations.  These are sums of per-event figures, so when
 -- communication overlaps communication (two groups at once) the per-group

@@ -1,7 +1,8 @@
 -- name: hta_comm_comp_overlap
 -- description: HTA's get_comm_comp_overlap reproduced: % of communication time overlapped by compute.
 -- grain: one row per run × rank (ranks with no GPU kernels in HTA's event set have no row)
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
+-- cpu_only: HTA's breakdown needs GPU events; CPU-only traces (trace_mode 'cpu') have no rows
 -- comp_comm_overlap_pct = 100 · |U(COMPUTATION) ∩ U(COMMUNICATION)| / |U(COMMUNICATION)|,
 -- over HTA's event set and kernel types (hta_events in macros.sql), rounded to
 -- 2 decimals as HTA does; NULL where the rank has no communication kernels

@@ -1,7 +1,8 @@
 -- name: hta_temporal_breakdown
 -- description: HTA's get_temporal_breakdown reproduced: idle / compute / non-compute GPU time per rank.
 -- grain: one row per run × rank (ranks with no GPU kernels in HTA's event set have no row)
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
+-- cpu_only: HTA's breakdown needs GPU events; CPU-only traces (trace_mode 'cpu') have no rows
 -- Same event set and rules as HTA 0.5.0 (see hta_events in macros.sql):
 --   kernel_time = end of the last merged kernel interval − start of the first
 --   idle_time = kernel_time − |U(all kernels)|; compute_time = |U(HTA COMPUTATION kernels)|

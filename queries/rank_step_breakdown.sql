@@ -1,7 +1,7 @@
 -- name: rank_step_breakdown
 -- description: The rank_breakdown columns per ProfilerStep (device events by the step that launched them).
 -- grain: one row per run × rank × step (ranks without ProfilerStep annotations have no rows)
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- Window = one step: a device event belongs to the ProfilerStep#N whose CPU
 -- interval contains the runtime call that launched it (linked by correlation);
 -- events with no launching call found use their own start time.  span is

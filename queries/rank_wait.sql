@@ -1,7 +1,7 @@
 -- name: rank_wait
 -- description: Per rank, communication split into transfer and waiting for a slow peer, exposed part too.
 -- grain: one row per run × rank (ranks with communication kernels)
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- For each matched collective (see collective_skew): transfer = the fastest
 -- rank's duration, wait = this rank's duration − transfer.  Summed per rank:
 -- comm_ns = Σ durations = transfer_ns + wait_ns.  The wait is taken to be the

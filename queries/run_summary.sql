@@ -1,7 +1,7 @@
 -- name: run_summary
 -- description: Per run: step time, tokens/s, MFU, energy per token and where step time goes.
 -- grain: one row per run
--- param: run_id  optional; only this run (NULL: every run)
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- step_time_ns = median over steps of the slowest rank's step: from the
 -- collector's wall-clock step log (steps outside the profiled window, after
 -- the first) when the run has one, else the ProfilerStep durations

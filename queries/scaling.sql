@@ -1,7 +1,7 @@
 -- name: scaling
 -- description: Scaling across runs of a sweep: speedup, scaling efficiency, marginal tokens/s per added GPU.
 -- grain: one row per run that has a workload label and a throughput
--- param: workload  optional; only this sweep (NULL: every sweep)
+-- param: workload VARCHAR optional; only this sweep (NULL: every sweep)
 -- A sweep = the runs sharing run.json `workload`.  Baseline = the run with the
 -- fewest GPUs (ties: the first run_id).  speedup = tokens/s ÷ baseline
 -- tokens/s.  scaling_efficiency_pct = 100 · speedup ÷ (GPUs ÷ baseline GPUs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,24 @@ from pipeline import connect, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
+# The large real traces; SCALETRACE_SHARED_TRACES points elsewhere (the tests of the skip reason use it).
+SHARED_TRACES = Path(os.environ.get("SCALETRACE_SHARED_TRACES") or ROOT.parent / "shared" / "traces")
+NO_SHARED_TRACES = f"real traces not present at {SHARED_TRACES}"
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
-        pytest.skip(f"real traces not present at {SHARED_TRACES}")
+        pytest.skip(NO_SHARED_TRACES)
     return SHARED_TRACES
+
+
+def shared_runs() -> list:
+    """The shared run folders as parametrize values; where the folder is absent, one
+    skipped case that says so (an empty list would skip with "got empty parameter set")."""
+    if not SHARED_TRACES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=NO_SHARED_TRACES))]
+    return sorted(p.name for p in SHARED_TRACES.iterdir() if p.is_dir() and p.name != "LICENSES")
 
 
 @pytest.fixture(scope="session")

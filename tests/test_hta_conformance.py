@@ -12,10 +12,7 @@ import math
 
 import pytest
 
-from conftest import SHARED_TRACES, query
-
-RUNS = sorted(p.name for p in SHARED_TRACES.iterdir() if p.is_dir() and p.name != "LICENSES") \
-    if SHARED_TRACES.is_dir() else []
+from conftest import query, shared_runs
 
 
 def hta_results(run_dir):
@@ -31,7 +28,7 @@ def hta_results(run_dir):
     return temporal, overlap
 
 
-@pytest.mark.parametrize("run_id", RUNS)
+@pytest.mark.parametrize("run_id", shared_runs())
 def test_matches_hta(run_id, shared_db, shared_traces):
     result = hta_results(shared_traces / run_id)
     ours = query(shared_db, "rank_breakdown", run_id=run_id)
