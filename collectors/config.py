@@ -28,6 +28,9 @@ class RunInfo:
     hidden_size: int | None = None
     flops_per_token: float | None = None
     peak_flops: float | None = None  # per device, FLOP/s; measured on CPU when not given
+    # compute dtype of the matmuls (bf16, fp16, tf32, fp32): picks the device's peak for MFU.
+    # Not inferred from the parameters: under autocast fp32 weights compute in bf16.
+    dtype: str | None = None
     labels: dict = field(default_factory=dict)
 
 

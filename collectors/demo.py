@@ -187,6 +187,8 @@ def main(argv=None) -> int:
         global_batch_size=global_batch, seq_len=args.seq_len, tokens_per_step=global_batch * args.seq_len,
         model_name=f"demo-gpt-{args.layers}x{args.hidden}", num_params=num_params,
         num_layers=args.layers, hidden_size=args.hidden, labels={"layout": args.layout},
+        # fp32 weights, no autocast: fp32 matmuls (TF32 tensor cores on CUDA when torch allows them)
+        dtype="tf32" if cuda and torch.get_float32_matmul_precision() != "highest" else "fp32",
     )
     losses = []
     config = ProfileConfig.parse_steps(args.profile_steps)

@@ -165,7 +165,7 @@ class Session:
         manifest = {
             "run_id": r.run_id or self.out_dir.name, "workload": r.workload, "scaling": r.scaling,
             "world_size": self.world, "num_nodes": max(1, self.world // max(1, self.local_world)),
-            "gpus_per_node": self.local_world, "cpu_cores": environment.cpu_cores(),
+            "gpus_per_node": self.local_world, "cpu_cores": environment.cpu_cores(), "dtype": r.dtype,
             "parallel": {"dp": r.dp, "tp": r.tp, "pp": r.pp, "cp": r.cp},
             "global_batch_size": r.global_batch_size, "seq_len": r.seq_len,
             "tokens_per_step": r.tokens_per_step,

@@ -48,6 +48,7 @@ class Manifest(msgspec.Struct):
     num_nodes: Optional[int] = None
     gpus_per_node: Optional[int] = None
     cpu_cores: Optional[int] = None  # CPU cores the job could use on each host (the collector records it)
+    dtype: Optional[str] = None  # compute dtype of the matmuls: bf16, fp16, tf32 or fp32 (picks the peak)
     parallel: Parallel = msgspec.field(default_factory=Parallel)
     global_batch_size: Optional[int] = None
     seq_len: Optional[int] = None
@@ -100,7 +101,7 @@ def run_row(run_id: str, source_dir: str, m: Manifest, raw: str | None) -> dict:
     return {
         "run_id": run_id, "source_dir": source_dir, "workload": m.workload, "scaling": m.scaling,
         "world_size": m.world_size, "num_nodes": m.num_nodes, "gpus_per_node": m.gpus_per_node,
-        "cpu_cores": m.cpu_cores, "dp": m.parallel.dp, "tp": m.parallel.tp, "pp": m.parallel.pp, "cp": m.parallel.cp,
+        "cpu_cores": m.cpu_cores, "dtype": m.dtype, "dp": m.parallel.dp, "tp": m.parallel.tp, "pp": m.parallel.pp, "cp": m.parallel.cp,
         "global_batch_size": m.global_batch_size, "seq_len": m.seq_len, "tokens_per_step": tokens,
         "model_name": m.model.name, "num_params": m.model.num_params,
         "num_layers": m.model.num_layers, "hidden_size": m.model.hidden_size,

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 -- added after schema version 1 was released: older files gain the column on their next ingest
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS cpu_cores INTEGER;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS dtype VARCHAR;
 
 CREATE SEQUENCE IF NOT EXISTS trace_id_seq;
 

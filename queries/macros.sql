@@ -326,15 +326,38 @@ base AS (
     FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
-peaks AS (
-    SELECT b.run_id, arg_max(p.peak_flops, length(p.pattern)) AS table_peak
+device_row AS (
+    -- the device_peaks row of the longest pattern the device name contains
+    SELECT b.run_id, arg_max(p.pattern, length(p.pattern)) AS pattern
     FROM base b JOIN device_peaks p ON contains(lower(b.device), lower(p.pattern))
     GROUP BY b.run_id
+),
+peaks AS (
+    -- the run's dtype (run.json `dtype`), else bf16 (fp16 on a device without bf16)
+    SELECT b.run_id, cd.peak_dtype AS run_dtype, d.source AS table_source,
+           coalesce(cd.peak_dtype, CASE WHEN d.bf16 IS NULL AND d.fp16 IS NOT NULL THEN 'fp16'
+                                        ELSE 'bf16' END) AS table_dtype,
+           CASE table_dtype WHEN 'bf16' THEN d.bf16 WHEN 'fp16' THEN d.fp16
+                            WHEN 'tf32' THEN d.tf32 WHEN 'fp32' THEN d.fp32 END AS table_peak
+    FROM base b LEFT JOIN compute_dtypes cd ON cd.name = lower(b.dtype)
+    LEFT JOIN device_row USING (run_id) LEFT JOIN device_peaks d USING (pattern)
 ),
 m AS (
     SELECT b.*, coalesce(b.peak_flops, peaks.table_peak) AS peak,
            CASE WHEN b.peak_flops IS NOT NULL THEN coalesce(b.peak_flops_source, 'manifest')
                 WHEN peaks.table_peak IS NOT NULL THEN 'table' END AS peak_source,
+           CASE WHEN b.peak_flops IS NOT NULL AND b.peak_flops_source = 'measured' THEN 'fp32'
+                WHEN b.peak_flops IS NOT NULL THEN peaks.run_dtype
+                WHEN peaks.table_peak IS NOT NULL THEN peaks.table_dtype END AS peak_dtype,
+           CASE WHEN b.peak_flops IS NOT NULL AND b.peak_flops_source = 'measured'
+                THEN 'measured by the collector: fp32 matrix products on the device'
+                WHEN b.peak_flops IS NOT NULL THEN 'run.json device.peak_flops'
+                WHEN peaks.table_peak IS NOT NULL
+                THEN format('dense {} peak of the device table ({}){}', peaks.table_dtype, peaks.table_source,
+                            CASE WHEN peaks.run_dtype IS NULL
+                                 THEN format('; the run''s dtype is unknown, {} assumed (set dtype in run.json)',
+                                             peaks.table_dtype) ELSE '' END) END AS peak_basis,
+           peaks.table_source, peaks.table_dtype,
            b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
@@ -345,7 +368,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        tokens_per_step,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
        fpt AS flops_per_token, device AS device_name, peak AS peak_flops_per_gpu,
-       peak_source AS peak_flops_source,
+       peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, peak_basis AS peak_flops_basis,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
        compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
@@ -354,7 +377,10 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            CASE WHEN tokens_per_step IS NULL
                 THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json' END,
            CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
-           CASE WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
+           CASE WHEN peak IS NULL AND table_source IS NOT NULL
+                THEN format('the device table has no {} peak for {} ({}): set device.peak_flops in run.json',
+                            table_dtype, device, table_source)
+                WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
            CASE WHEN job_watts IS NULL
                 THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons,
        -- NULL when there is nothing to warn about

@@ -64,6 +64,7 @@ def test_traces_step_logs_and_manifest(demo_runs):
     assert manifest["device"]["peak_flops_source"] == "measured" and manifest["device"]["peak_flops"] > 0
     assert manifest["software"]["backend"] == "gloo"
     assert manifest["cpu_cores"] == len(os.sched_getaffinity(0))  # what this job could run on
+    assert manifest["dtype"] == "fp32"  # the demo's fp32 weights and matmuls, no autocast
     assert manifest["power"]["source"] is None and manifest["power"]["reason"]
 
 

@@ -12,7 +12,8 @@ from conftest import FIXTURES, query
 from pipeline import connect, ingest
 
 RUNS = FIXTURES / "h200"
-H200_DENSE_BF16 = 989e12  # NVIDIA H200 SXM data sheet: BF16 Tensor Core 1,979 TFLOPS with sparsity
+# NVIDIA H200 SXM data sheet: BF16 Tensor Core 1,979 TFLOPS with sparsity (989.5 dense), FP32 67 TFLOPS
+H200_PEAK = {"bf16": 989e12, "fp32": 67e12}
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +43,13 @@ def test_run_level_metrics_from_the_runs_own_files(gpu_db, run):
 
     r = query(gpu_db, "run_summary", run_id=run).row(0, named=True)
     assert r["device_name"] == "NVIDIA H200"
-    assert r["peak_flops_per_gpu"] == H200_DENSE_BF16 and r["peak_flops_source"] == "table"
+    dtype = manifest["dtype"]  # the demo: fp32 weights and matmuls ("highest" precision); plain: bf16
+    assert r["peak_flops_dtype"] == dtype and r["peak_flops_source"] == "table"
+    assert r["peak_flops_per_gpu"] == H200_PEAK[dtype]
     assert r["step_time_source"] == "step_log" and r["step_time_ns"] == int(step_ns)
     tps = tokens / (int(step_ns) / 1e9)
     assert r["tokens_per_s"] == pytest.approx(tps, rel=1e-9)
-    assert r["mfu_pct"] == pytest.approx(100 * tps * fpt / H200_DENSE_BF16, rel=1e-9)
+    assert r["mfu_pct"] == pytest.approx(100 * tps * fpt / H200_PEAK[dtype], rel=1e-9)
     assert r["energy_per_token_j"] == pytest.approx(watts * (int(step_ns) / 1e9) / tokens, rel=1e-9)
     assert r["warnings"] is None  # a GPU run: the CPU-cores warning does not apply
 

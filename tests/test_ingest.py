@@ -100,7 +100,8 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "ranks_traced", "num_steps", "step_time_source", "tokens_per_step", "flops_per_token", "device_name",
             "peak_flops_per_gpu", "peak_flops_source", "null_reasons", "baseline_run", "speedup",
             "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
-            "layout", "strategy", "layouts_at_size", "rank_by_tokens_per_s"}
+            "layout", "strategy", "layouts_at_size", "rank_by_tokens_per_s", "warnings", "peak_flops_dtype",
+            "peak_flops_basis", "process_group"}
 
 
 @pytest.mark.parametrize("name", queries.names())
