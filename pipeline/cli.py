@@ -400,11 +400,15 @@ def export(db, parquet_dir) -> None:
 
 
 def _write_report(db, out, runs, png, svg, quiet) -> None:
-    from reports import build_report, headline
+    from reports import build_report
 
     result = build_report(db, out, runs=list(runs) or None, png_dir=png, svg_dir=svg)
+    for directory in result.created_dirs:
+        say(f"created directory {directory}")
+    for warning in result.warnings:
+        say(f"warning: {warning}")
     if not quiet:
-        for line in headline(db):
+        for line in result.headline:
             click.echo(line)
         for note in result.omitted:
             say(f"not shown: {note}")
@@ -423,20 +427,27 @@ def _write_report(db, out, runs, png, svg, quiet) -> None:
 def report(db, out, runs, png, svg, quiet) -> None:
     """Write one self-contained HTML report of scaling trends.
 
-    Charts: throughput and ideal scaling, efficiency and marginal throughput,
-    MFU, the step-time breakdown, exposed communication by process group,
-    parallel layouts, collective bandwidth, per-rank transfer vs waiting, and
-    energy per token, with findings in plain sentences and a summary table.
-    Charts whose data is absent are listed with what would enable them.
+    Charts: throughput (total and per GPU) against ideal scaling, efficiency
+    and marginal throughput, MFU, step time and where it goes (ms and % of
+    step), communication vs compute per step, exposed communication by
+    process group, collectives vs GPUs, parallel layouts (bars and a
+    heatmap), collective bandwidth, per-rank transfer vs waiting, and tokens
+    per joule, with warnings and findings in plain sentences and a summary
+    table.  Charts whose data is absent are listed with what would enable
+    them.  --runs filters everything; an unknown run, or a database with no
+    runs, is an error (exit 1) and writes nothing.  Missing directories for
+    -o, --png and --svg are created (said on stderr).
 
     \b
     Example:
       scaletrace report --db demo.duckdb -o demo.html
       scaletrace report --db runs.duckdb --runs llama-8 --runs llama-16 --png figures/
     """
+    from reports import ReportError
+
     try:
         _write_report(db, out, runs, png, svg, quiet)
-    except (DatabaseError, queries.QueryError) as exc:
+    except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
 
 
@@ -455,7 +466,7 @@ def run_all(paths, out_dir, png, quiet) -> None:
     """Ingest traces and write the report in one go (for batch use).
 
     Exit status 1 if any file failed to ingest (the report is still written
-    from everything that did).
+    from everything that did), or if no run ingested at all (no report then).
 
     \b
     Example:
@@ -464,13 +475,17 @@ def run_all(paths, out_dir, png, quiet) -> None:
     """
     from pathlib import Path
 
+    from reports import ReportError
+
     out = Path(out_dir)
+    if not out.is_dir():
+        say(f"created directory {out}")
     out.mkdir(parents=True, exist_ok=True)
     db = out / "scaletrace.duckdb"
     try:
         report_ = run_ingest(paths, db, on_outcome=_say_errors)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
-    except (DatabaseError, queries.QueryError) as exc:
+    except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
     sys.exit(1 if report_.errors else 0)
 

@@ -16,8 +16,11 @@
 -- energy_per_token_j = job power × step time / tokens per step, job power =
 -- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
 -- (samples are taken during the profiled window).  compute_pct /
--- exposed_comm_pct / exposed_memory_pct / idle_pct = Σ over ranks of the
--- part / Σ of spans (rank_breakdown).  null_reasons says why each NULL
+-- exposed_comm_pct / exposed_memory_pct / other_pct / idle_pct = the part ÷
+-- the rank's span (its whole traced window, rank_breakdown), averaged over
+-- the ranks: exposed_comm_pct is DESIGN.md's "exposed comm % of step", the
+-- one figure the report's table, findings and charts call exposed
+-- communication.  The five sum to 100.  null_reasons says why each NULL
 -- column is NULL.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
 -- flops FLOP, peak FLOP/s, energy J.

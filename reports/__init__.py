@@ -2,6 +2,8 @@
 
 >>> from reports import build_report
 >>> result = build_report("runs.duckdb", "report.html", png_dir="figures")
+>>> from pipeline import connect
+>>> result = build_report(connect("runs.duckdb"), "report.html", runs=["llama-8", "llama-16"])
 """
 
 from __future__ import annotations
@@ -10,9 +12,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.db import connect
+import polars as pl
+
+from pipeline.db import Database, connect
 from reports import charts as chart_defs
 from reports import data as report_data
+from reports.chartkit import gpus
+from reports.data import ReportError
 from reports.findings import findings as make_findings
 from reports.html import render
 
@@ -25,17 +31,16 @@ class ReportResult:
     findings: list[str]
     bytes: int = 0
     images: list[Path] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)  # best run per GPU count, for the terminal
+    warnings: list[str] = field(default_factory=list)  # run_summary warnings, one line per run
+    created_dirs: list[Path] = field(default_factory=list)  # directories that did not exist before
 
 
 def build_charts(data: report_data.ReportData) -> tuple[list[tuple[str, str, str, dict]], list[str]]:
     """(key, title, caption, Vega-Lite spec) for every chart with data, and notes for the rest."""
     drawn, notes = [], []
-    world = data.runs.select("run_id", "world_size", "workload")
     for spec in chart_defs.CHARTS:
-        df = getattr(data, spec.source)
-        if spec.source in ("exposed_by_group",):
-            df = df.join(world, on="run_id", how="inner")
-        df = spec.select(df)
+        df = spec.select(getattr(data, spec.source))
         if df.is_empty():
             notes.append(f"{spec.title}: {spec.missing}")
             continue
@@ -43,33 +48,51 @@ def build_charts(data: report_data.ReportData) -> tuple[list[tuple[str, str, str
     return drawn, notes
 
 
-def build_report(db: str | Path, out: str | Path = "report.html", runs: list[str] | None = None,
+def build_report(db: str | Path | Database, out: str | Path = "report.html", runs: list[str] | None = None,
                  png_dir: str | Path | None = None, svg_dir: str | Path | None = None,
                  title: str = "scaletrace report") -> ReportResult:
-    """Write the HTML report of the runs in ``db`` (all, or ``runs``); PNG/SVG per chart on request."""
-    with connect(db) as database:
-        data = report_data.load(database, runs)
+    """Write the HTML report of the runs in ``db`` (a path or a ``pipeline.connect`` Database; all
+    runs, or only ``runs``); PNG/SVG per chart on request.  Missing output directories are
+    created (listed in ``created_dirs``).  Raises ReportError when the database holds no runs or
+    ``runs`` names one it does not hold; nothing is written then."""
+    if isinstance(db, Database):
+        data = report_data.load(db, runs)
+        source = db.path
+    else:
+        with connect(db) as database:
+            data = report_data.load(database, runs)
+        source = Path(db)
     drawn, notes = build_charts(data)
     found = make_findings(data)
     subtitle = (f"{data.runs.height} runs, {int(data.runs['ranks_traced'].sum() or 0)} rank traces, "
-                f"from {Path(db).name}; generated {time.strftime('%Y-%m-%d %H:%M')}")
+                f"from {source.name}; generated {time.strftime('%Y-%m-%d %H:%M')}")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = render(title, subtitle, data.runs, found, drawn, data.notes + notes)
+    created = _make_dirs(out.parent)
+    text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings)
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):
         if directory:
+            created += _make_dirs(Path(directory))
             images += export_images(drawn, Path(directory), fmt)
-    return ReportResult(out, [k for k, *_ in drawn], notes, found, len(text.encode()), images)
+    return ReportResult(out, [k for k, *_ in drawn], notes, found, len(text.encode()), images,
+                        headline_lines(data.runs), data.warnings, created)
+
+
+def _make_dirs(directory: Path) -> list[Path]:
+    """Create ``directory`` and its parents; returns it when it did not exist."""
+    if directory.is_dir():
+        return []
+    directory.mkdir(parents=True, exist_ok=True)
+    return [directory]
 
 
 def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
     import vl_convert
 
-    directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for key, _, _, spec in drawn:
+        spec = {**spec, "config": {**spec.get("config", {}), "background": "white"}}  # papers: no transparency
         path = directory / f"{key}.{fmt}"
         if fmt == "png":
             path.write_bytes(vl_convert.vegalite_to_png(spec, scale=2))
@@ -79,18 +102,29 @@ def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
     return paths
 
 
-def headline(db: str | Path) -> list[str]:
-    """A few lines for the terminal: the best run per GPU count and its figures."""
-    with connect(db) as database:
-        runs = database.query("run_summary")
+def headline_lines(runs) -> list[str]:
+    """A few lines for the terminal: the fastest run at each GPU count and its figures."""
     lines = []
     for r in runs.sort(["world_size", "tokens_per_s"], descending=[False, True], nulls_last=True) \
             .group_by("world_size", maintain_order=True).first().iter_rows(named=True):
         tps = "n/a" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f} tokens/s"
         mfu = "" if r["mfu_pct"] is None else f", MFU {r['mfu_pct']:.1f} %"
-        exp = "" if r["exposed_comm_pct"] is None else f", exposed comm {r['exposed_comm_pct']:.1f} %"
-        lines.append(f"{r['world_size']:>4} GPUs  best {r['run_id']}: {tps}{mfu}{exp}")
+        exp = "" if r["exposed_comm_pct"] is None else f", exposed comm {r['exposed_comm_pct']:.1f} % of step"
+        lines.append(f"{gpus(r['world_size']):>9}  best {r['run_id']}: {tps}{mfu}{exp}")
     return lines
 
 
-__all__ = ["ReportResult", "build_report", "headline"]
+def headline(db: str | Path | Database, runs: list[str] | None = None) -> list[str]:
+    """headline_lines of the runs in ``db`` (all, or ``runs``)."""
+    def lines(database: Database) -> list[str]:
+        summary = database.query("run_summary")
+        wanted = report_data.select_runs(summary, runs)
+        return headline_lines(summary.filter(pl.col("run_id").is_in(wanted)))
+
+    if isinstance(db, Database):
+        return lines(db)
+    with connect(db) as database:
+        return lines(database)
+
+
+__all__ = ["ReportError", "ReportResult", "build_report", "headline"]

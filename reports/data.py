@@ -1,4 +1,11 @@
-"""The report's data: small, aggregated tables from the query files (aggregation happens in SQL)."""
+"""The report's data: small, aggregated tables from the query files (aggregation happens in SQL).
+
+``load`` reads every table the report draws from, keeps only the selected
+runs (``--runs``), and derives what needs the selection itself: the fastest
+run of each sweep at each GPU count among the selected runs, and the
+neighbour-to-neighbour figures between them (efficiency vs the previous GPU
+count, marginal tokens/s per added GPU), so findings and charts share them.
+"""
 
 from __future__ import annotations
 
@@ -7,59 +14,120 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from pipeline.db import Database
+from reports.chartkit import gpus
 
 MAX_RANK_RUNS = 6  # per-rank chart: at most this many runs (the largest)
 MAX_RANKS = 256  # per-rank chart: at most this many ranks per run (the most exposed)
+MAX_LISTED = 20  # an unknown-run error lists at most this many known runs
+NO_SWEEP = "(no workload)"
+
+
+class ReportError(ValueError):
+    """Nothing to report: no runs in the database, or a selected run that is not there."""
 
 
 @dataclass
 class ReportData:
-    runs: pl.DataFrame  # run_summary
-    scaling: pl.DataFrame
-    layouts: pl.DataFrame
-    breakdown: pl.DataFrame  # per run: shares of the step
-    exposed_by_group: pl.DataFrame  # per run × process group × collective
-    bandwidth: pl.DataFrame  # per run × collective × size bucket
+    runs: pl.DataFrame  # run_summary, selected runs
+    scaling: pl.DataFrame  # scaling + base_* figures, is_best, step_efficiency_pct (best rows)
+    layouts: pl.DataFrame  # layouts + label, group; layouts_at_size among the selected runs
+    breakdown: pl.DataFrame  # run_breakdown + sweep
+    best_breakdown: pl.DataFrame  # run_breakdown of the best run per sweep × GPU count
+    exposed_by_group: pl.DataFrame  # run_exposed_comm_by_group of the best runs
+    collectives: pl.DataFrame  # run_collectives of the best runs
+    bandwidth: pl.DataFrame  # collective_summary rows with a bandwidth
     rank_wait: pl.DataFrame  # per run × rank (sampled)
+    warnings: list[str] = field(default_factory=list)  # run_summary.warnings, one line per run
     notes: list[str] = field(default_factory=list)  # what was sampled or left out
 
 
-def _filter(df: pl.DataFrame, runs: list[str] | None) -> pl.DataFrame:
-    return df if not runs or "run_id" not in df.columns else df.filter(pl.col("run_id").is_in(runs))
+def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
+    return df.filter(pl.col("run_id").is_in(runs))
+
+
+def select_runs(summary: pl.DataFrame, runs: list[str] | None) -> list[str]:
+    """The run ids to report on; ReportError for an empty database or an unknown run."""
+    known = summary["run_id"].to_list()
+    if not known:
+        raise ReportError("the database holds no runs: no report written (ingest traces first)")
+    if not runs:
+        return known
+    unknown = [r for r in dict.fromkeys(runs) if r not in known]
+    if unknown:
+        listed = ", ".join(known[:MAX_LISTED]) + (f", … ({len(known)} in all)" if len(known) > MAX_LISTED else "")
+        raise ReportError(f"unknown run{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                          f"known runs: {listed}")
+    return list(dict.fromkeys(runs))
 
 
 def load(db: Database, runs: list[str] | None = None) -> ReportData:
-    summary = _filter(db.query("run_summary"), runs)
-    wanted = summary["run_id"].to_list()
+    summary = db.query("run_summary")
+    wanted = select_runs(summary, runs)
+    summary = _filter(summary, wanted)
     notes: list[str] = []
-    breakdown = db.sql("""
-        SELECT run_id, sum(span_ns) AS span_ns, sum(compute_ns) AS compute_ns,
-               sum(exposed_comm_ns) AS exposed_comm_ns, sum(exposed_memory_ns) AS exposed_memory_ns,
-               sum(other_ns) AS other_ns, sum(idle_ns) AS idle_ns, sum(overlap_ns) AS overlap_ns,
-               count(*) AS ranks
-        FROM window_breakdown(false, NULL) GROUP BY run_id""")
-    exposed = db.sql("""
-        WITH spans AS (SELECT run_id, sum(span_ns) AS span_ns FROM window_breakdown(false, NULL) GROUP BY run_id)
-        SELECT e.run_id, coalesce(e.pg_desc, e.pg_name, 'unnamed group') AS process_group,
-               coalesce(e.collective, '?') AS collective,
-               100.0 * sum(e.exposed_ns) / any_value(s.span_ns) AS exposed_pct
-        FROM comm_events(NULL) e JOIN spans s USING (run_id)
-        GROUP BY ALL""")
-    bandwidth = db.query("collective_summary").filter(pl.col("median_busbw_gbps").is_not_null())
-    rank_wait = db.query("rank_wait")
-    rank_wait = _sample_ranks(_filter(rank_wait, wanted), summary, notes)
-    scaling = db.query("scaling")
-    layouts = db.query("layouts")
-    order = summary.select("run_id", "world_size")
-    breakdown = breakdown.join(order, on="run_id", how="left").sort(["world_size", "run_id"], nulls_last=True)
+    sweeps = summary.select("run_id", sweep=pl.col("workload").fill_null(NO_SWEEP))
+    scaling = _scaling(db.query("scaling"), wanted, notes)
+    best = scaling.filter("is_best").select("run_id", "sweep", "world_size")
+    breakdown = _filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
+    by_group = db.query("run_exposed_comm_by_group").join(best, on="run_id", how="inner")
+    collectives = db.query("run_collectives").join(best, on="run_id", how="inner")
+    bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
+    rank_wait = _sample_ranks(_filter(db.query("rank_wait"), wanted), notes)
     return ReportData(
-        runs=summary, scaling=_filter(scaling, wanted), layouts=_filter(layouts, wanted),
-        breakdown=_filter(breakdown, wanted), exposed_by_group=_filter(exposed, wanted),
-        bandwidth=_filter(bandwidth, wanted), rank_wait=rank_wait, notes=notes,
+        runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
+        breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
+        exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
+        warnings=_warnings(summary), notes=notes,
     )
 
 
-def _sample_ranks(df: pl.DataFrame, summary: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+def _scaling(scaling: pl.DataFrame, wanted: list[str], notes: list[str]) -> pl.DataFrame:
+    """The selected runs of each sweep, with their baseline's figures (the baseline stays the
+    sweep's fewest-GPU run in the database, as in the `scaling` query, even when not selected)."""
+    base = scaling.select(baseline_run="run_id", base_gpus="world_size", base_tps="tokens_per_s",
+                          base_tps_per_gpu="tokens_per_s_per_gpu")
+    df = _filter(scaling.join(base, on="baseline_run", how="left"), wanted)
+    for row in df.filter(~pl.col("baseline_run").is_in(wanted)).unique("sweep").sort("sweep").iter_rows(named=True):
+        notes.append(f"Sweep {row['sweep']}: efficiency and ideal lines are against its {gpus(row['base_gpus'])} "
+                     "baseline run, which is not among the selected runs.")
+    df = df.drop("baseline_run").with_columns(
+        is_best=pl.col("run_id") == pl.col("run_id").sort_by(["tokens_per_s", "run_id"], descending=[True, False])
+        .first().over(["sweep", "world_size"]))
+    # neighbours among the selected GPU counts of a sweep (the best run at each)
+    sizes = (df.filter("is_best").sort("world_size")
+             .select("sweep", "world_size",
+                     prev_gpus=pl.col("world_size").shift(1).over("sweep", order_by="world_size"),
+                     prev_tps=pl.col("tokens_per_s").shift(1).over("sweep", order_by="world_size")))
+    df = df.join(sizes, on=["sweep", "world_size"], how="left")
+    return df.with_columns(
+        step_efficiency_pct=pl.when("is_best").then(
+            100 * (pl.col("tokens_per_s") / pl.col("prev_tps")) / (pl.col("world_size") / pl.col("prev_gpus"))),
+        marginal_tokens_per_s_per_gpu=(pl.col("tokens_per_s") - pl.col("prev_tps"))
+        / (pl.col("world_size") - pl.col("prev_gpus")),
+    ).sort(["sweep", "world_size", "run_id"])
+
+
+def _layouts(layouts: pl.DataFrame) -> pl.DataFrame:
+    """Layout labels (strategy tells apart runs with the same degrees) and counts among the selected runs."""
+    key = ["workload", "world_size"]
+    return layouts.with_columns(
+        label=pl.col("layout") + pl.when(pl.col("strategy").is_not_null())
+        .then(" (" + pl.col("strategy") + ")").otherwise(pl.lit("")),
+        group=pl.col("workload") + " · " + pl.col("world_size").cast(pl.String)
+        + pl.when(pl.col("world_size") == 1).then(pl.lit(" GPU")).otherwise(pl.lit(" GPUs")),
+        layouts_at_size=pl.len().over(key),
+        rank_by_tokens_per_s=pl.col("tokens_per_s").rank("min", descending=True).over(key),
+    )
+
+
+def _warnings(summary: pl.DataFrame) -> list[str]:
+    """run_summary's `warnings` column (NULL when none), one line per run."""
+    if "warnings" not in summary.columns:
+        return []
+    return [f"{r['run_id']}: {r['warnings']}" for r in summary.iter_rows(named=True) if r["warnings"]]
+
+
+def _sample_ranks(df: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     multi = df.group_by("run_id").agg(pl.len().alias("n")).filter(pl.col("n") > 1)
     if multi.height > MAX_RANK_RUNS:
         keep = multi.sort(["n", "run_id"], descending=[True, False]).head(MAX_RANK_RUNS)["run_id"]

@@ -1,15 +1,17 @@
-"""Plain-sentence findings computed from the report's numbers (text only; escaping is html.py's job)."""
+"""Plain-sentence findings computed from the report's numbers (text only; escaping is html.py's job).
+
+Every efficiency says what it is against ("vs the previous GPU count" or
+"vs the N-GPU baseline"); "exposed communication" is always run_summary's
+exposed_comm_pct (DESIGN.md "exposed comm % of step"); any other aggregate
+says how it aggregates.
+"""
 
 from __future__ import annotations
 
 import polars as pl
 
-from reports.charts import best_per_size
+from reports.chartkit import baseline, gpus as _gpus
 from reports.data import ReportData
-
-
-def _gpus(n) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 def _pct(x) -> str:
@@ -18,20 +20,20 @@ def _pct(x) -> str:
 
 def scaling_findings(data: ReportData) -> list[str]:
     out = []
-    if data.scaling.is_empty():
-        return out
-    best = best_per_size(data.scaling)
+    best = data.scaling.filter("is_best")
     exposed = dict(zip(data.runs["run_id"].to_list(), data.runs["exposed_comm_pct"].to_list()))
     for (sweep,), group in best.group_by(["sweep"], maintain_order=True):
         rows = group.sort("world_size").to_dicts()
         for prev, cur in zip(rows, rows[1:]):
             gpu_ratio = cur["world_size"] / prev["world_size"]
             tps_ratio = cur["tokens_per_s"] / prev["tokens_per_s"]
-            text = (f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])} tokens/s "
-                    f"{'rose' if tps_ratio >= 1 else 'fell to'} {tps_ratio:.2f}× for {gpu_ratio:g}× the GPUs "
-                    f"({_pct(100 * tps_ratio / gpu_ratio)} efficiency); exposed communication went from "
-                    f"{_pct(exposed.get(prev['run_id']))} to {_pct(exposed.get(cur['run_id']))} of the step.")
-            out.append(text)
+            out.append(
+                f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])} tokens/s "
+                f"{'rose' if tps_ratio >= 1 else 'fell'} to {tps_ratio:.2f}× for {gpu_ratio:g}× the GPUs: "
+                f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous GPU count, "
+                f"{_pct(cur['scaling_efficiency_pct'])} vs {baseline(cur['base_gpus'])}; "
+                f"exposed communication went from {_pct(exposed.get(prev['run_id']))} to "
+                f"{_pct(exposed.get(cur['run_id']))} of the step.")
         losing = [r for r in rows[1:] if (r["marginal_tokens_per_s_per_gpu"] or 0) <= 0]
         if losing:
             out.append(f"{sweep}: adding GPUs stops paying off at {_gpus(losing[0]['world_size'])}: the best run "
@@ -44,21 +46,28 @@ def layout_findings(data: ReportData) -> list[str]:
     df = data.layouts.filter((pl.col("layouts_at_size") > 1) & pl.col("tokens_per_s").is_not_null())
     for (workload, gpus), group in df.group_by(["workload", "world_size"], maintain_order=True):
         rows = group.sort("tokens_per_s", descending=True).to_dicts()
+        if len(rows) < 2:
+            continue
         best, worst = rows[0], rows[-1]
-        label = best["layout"] + (f" ({best['strategy']})" if best.get("strategy") else "")
-        out.append(f"{workload} at {_gpus(gpus)}: the fastest layout is {label} with "
+        out.append(f"{workload} at {_gpus(gpus)}: the fastest layout is {best['label']} with "
                    f"{best['tokens_per_s']:,.0f} tokens/s, {best['tokens_per_s'] / worst['tokens_per_s']:.1f}× "
-                   f"the slowest of {len(rows)}.")
+                   f"the slowest of {len(rows)} ({worst['label']}).")
     return out
 
 
 def comm_findings(data: ReportData) -> list[str]:
     out = []
-    if not data.exposed_by_group.is_empty():
-        top = data.exposed_by_group.sort("exposed_pct", descending=True).row(0, named=True)
-        out.append(f"The largest exposed communication is {top['collective']} in process group "
-                   f"{top['process_group']}: {_pct(top['exposed_pct'])} of the span of run {top['run_id']} "
-                   "(summed over its kernels; concurrent collectives each count).")
+    runs = data.runs.filter(pl.col("exposed_comm_pct").is_not_null() & (pl.col("ranks_traced") > 1))
+    if not runs.is_empty():
+        top = runs.sort("exposed_comm_pct", descending=True).row(0, named=True)
+        out.append(f"The most exposed communication is in run {top['run_id']} ({_gpus(top['world_size'])}): "
+                   f"{_pct(top['exposed_comm_pct'])} of the step.")
+    groups = data.exposed_by_group.filter(pl.col("run_id") == top["run_id"]) if not runs.is_empty() else None
+    if groups is not None and not groups.is_empty():
+        g = groups.sort("group_exposed_comm_pct", descending=True).row(0, named=True)
+        out.append(f"In run {g['run_id']}, {g['collective']} in process group {g['process_group']} is the most "
+                   f"exposed collective: {_pct(g['group_exposed_comm_pct'])} of the span (its kernels' exposed "
+                   "time per rank ÷ the rank's span, averaged over ranks; concurrent collectives each count).")
     waits = data.rank_wait.filter(pl.col("num_collectives") > 0)
     if not waits.is_empty():
         per_run = waits.group_by("run_id").agg(

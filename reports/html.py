@@ -17,8 +17,10 @@ SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
     "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
     "dp": ("dp", "{}"), "tp": ("tp", "{}"), "pp": ("pp", "{}"), "cp": ("cp", "{}"),
     "step_time_ns": ("step (ms)", "{:.2f}"), "tokens_per_s": ("tokens/s", "{:,.0f}"),
-    "mfu_pct": ("MFU %", "{:.2f}"), "exposed_comm_pct": ("exposed comm %", "{:.1f}"),
-    "idle_pct": ("idle %", "{:.1f}"), "energy_per_token_j": ("J/token", "{:.3g}"),
+    "mfu_pct": ("MFU %", "{:.2f}"), "compute_pct": ("compute % of step", "{:.1f}"),
+    "exposed_comm_pct": ("exposed comm % of step", "{:.1f}"),
+    "exposed_memory_pct": ("exposed memory % of step", "{:.1f}"), "other_pct": ("other % of step", "{:.1f}"),
+    "idle_pct": ("idle % of step", "{:.1f}"), "energy_per_token_j": ("J/token", "{:.3g}"),
 }
 
 STYLE = """
@@ -29,6 +31,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child, td:nth-child(2) { text-align: left; }
 .chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
+.warn { color: #a00; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
 """
 
 
@@ -65,13 +68,19 @@ def summary_table(runs: pl.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
+                "% of step: the part ÷ the rank's traced span, averaged over the run's ranks "
+                "(exposed comm = communication not hidden under compute).")
+
+
 def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
-           charts: list[tuple[str, str, str, dict]], notes: list[str]) -> str:
-    """charts: (key, title, caption, Vega-Lite spec)."""
+           charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = ()) -> str:
+    """charts: (key, title, caption, Vega-Lite spec); warnings: shown above the findings."""
     items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
     sections = "".join(
         f'<section class="chart"><h2>{html.escape(t)}</h2><div id="chart-{html.escape(k)}"></div>'
         f'<p class="caption">{html.escape(c)}</p></section>' for k, t, c, _ in charts)
+    warn_items = "".join(f'<li class="warn">{html.escape(w)}</li>' for w in warnings)
     note_items = "".join(f'<li class="note">{html.escape(n)}</li>' for n in notes)
     specs = script_json({k: spec for k, _, _, spec in charts})
     return f"""<!DOCTYPE html>
@@ -82,8 +91,9 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
 <script>{vega_bundle()}</script>
 </head><body>
 <h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>
+{f'<h2>Warnings</h2><ul id="warnings">{warn_items}</ul>' if warnings else ''}
 <h2>Findings</h2><ul id="findings">{items}</ul>
-<h2>Runs</h2>{summary_table(runs)}
+<h2>Runs</h2>{summary_table(runs)}<p class="legend">{html.escape(TABLE_LEGEND)}</p>
 {sections}
 {f'<h2>Not shown</h2><ul id="notes">{note_items}</ul>' if notes else ''}
 <script type="application/json" id="specs">{specs}</script>

@@ -24,7 +24,7 @@ EVIL = '<script>alert("pwned")</script>\'"&'
 
 @pytest.fixture(scope="module")
 def sweep_db(tmp_path_factory):
-    """A strong-scaling sweep 1 -> 2 -> 4 GPUs with a straggler, two layouts at 4, power, sizes."""
+    """A strong-scaling sweep 1 -> 2 -> 4 GPUs with a straggler, three layouts at 4, power, sizes."""
     root = tmp_path_factory.mktemp("sweep")
     for n, us in {1: 1000, 2: 600, 4: 450}.items():
         write_run(root, SynthRun(f"w-{n}", ranks=n, steps=2, step_us=us, compute_us=150, workload="w",
@@ -32,6 +32,8 @@ def sweep_db(tmp_path_factory):
                                  tp_comm_us=20, power_watts=300.0))
     write_run(root, SynthRun("w-4-tp2", ranks=4, steps=2, step_us=500, compute_us=150, workload="w",
                              parallel={"dp": 2, "tp": 2, "pp": 1, "cp": 1}))
+    write_run(root, SynthRun("w-4-pp2", ranks=4, steps=2, step_us=700, compute_us=150, workload="w",
+                             parallel={"dp": 2, "tp": 1, "pp": 2, "cp": 1}))  # a third layout: the heatmap
     db = root / "t.duckdb"
     assert not ingest([root], db=db, workers=1).errors
     return db
@@ -45,10 +47,7 @@ def report_data_(sweep_db):
 
 @pytest.mark.parametrize("spec", chart_defs.CHARTS, ids=lambda s: s.key)
 def test_every_builder_gives_valid_vega_lite_that_survives_json(spec, report_data_):
-    df = getattr(report_data_, spec.source)
-    if spec.source == "exposed_by_group":
-        df = df.join(report_data_.runs.select("run_id", "world_size", "workload"), on="run_id")
-    df = spec.select(df)
+    df = spec.select(getattr(report_data_, spec.source))
     assert not df.is_empty(), f"the test sweep should feed {spec.key}"
     chart = spec.build(df)
     d = chart.to_dict()  # altair validates against the Vega-Lite schema here

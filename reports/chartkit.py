@@ -1,0 +1,65 @@
+"""Shared pieces of the chart builders: inline data, the GPU axis, data labels, titles.
+
+One place for the words the charts share, so every chart says "sweep" for a
+group of runs sharing a workload label, and "N GPU" / "N GPUs" correctly.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+WIDTH, HEIGHT = 420, 260
+SWEEP = "sweep"  # legend title for runs grouped by run.json `workload` (DESIGN.md "Across runs")
+PARTS = {  # step-breakdown parts in stacking order; the five shares sum to 100 % of the span
+    "compute": "compute", "exposed_comm": "exposed comm", "exposed_memory": "exposed memory",
+    "other": "other", "idle": "idle",
+}
+PART_COLOURS = ["#4c78a8", "#e45756", "#f58518", "#bab0ac", "#eeeeee"]
+LABEL_FONT = 10
+
+
+def gpus(n) -> str:
+    """'1 GPU', '4 GPUs'."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def data(df: pl.DataFrame) -> alt.Data:
+    """Inline values (the tables are aggregated, so small); decimals as floats for JSON."""
+    return alt.Data(values=df.with_columns(pl.col(pl.Decimal).cast(pl.Float64)).to_dicts())
+
+
+def gpus_axis(df: pl.DataFrame | None = None, title: str = "GPUs (ranks)") -> alt.X:
+    """log2 GPU-count axis; ticks at the GPU counts of ``df`` when given (no 1.5-GPU ticks)."""
+    ticks = {"values": sorted(df["world_size"].drop_nulls().unique().to_list())} if df is not None else {}
+    return alt.X("world_size:Q", title=title, scale=alt.Scale(type="log", base=2),
+                 axis=alt.Axis(tickMinStep=1, format="d", **ticks))
+
+
+def sweep_colour(field: str = "sweep") -> alt.Color:
+    return alt.Color(f"{field}:N", title=SWEEP)
+
+
+def dash(field: str, title: str, sort: list[str] | None = None) -> alt.StrokeDash:
+    """Line style by ``field``, with a legend that shows the dash pattern (not a dot)."""
+    return alt.StrokeDash(f"{field}:N", title=title, legend=alt.Legend(symbolType="stroke"),
+                          **({"sort": sort} if sort else {}))
+
+
+def point_labels(chart: alt.Chart, field: str, fmt: str, dy: int = -9) -> alt.Chart:
+    """Text marks reusing ``chart``'s encodings: the value of ``field`` above each point or bar end."""
+    labels = chart.mark_text(dy=dy, fontSize=LABEL_FONT, color="#333").encode(
+        text=alt.Text(f"{field}:Q", format=fmt)).copy(deep=True)
+    labels.encoding.strokeDash = alt.Undefined  # text has no stroke dash (Vega-Lite warns)
+    return labels
+
+
+def baseline(n) -> str:
+    """'the 1-GPU baseline': the run with the fewest GPUs of a sweep (DESIGN.md "Across runs")."""
+    return f"the {n}-GPU baseline"
+
+
+def baseline_words(scaling: pl.DataFrame) -> str:
+    """baseline(n) when every sweep's baseline has n GPUs, else a general phrase."""
+    counts = scaling["base_gpus"].unique().drop_nulls().to_list() if "base_gpus" in scaling.columns else []
+    return baseline(counts[0]) if len(counts) == 1 else "each sweep's baseline (its fewest GPUs)"

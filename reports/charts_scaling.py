@@ -1,0 +1,153 @@
+"""Charts against the GPU count: throughput, efficiency, MFU, energy, comm vs compute, collectives.
+
+Lines join the fastest run of each sweep at each GPU count (``is_best`` in
+the scaling table, or the tables of the best runs that ``reports.data``
+prepares); a chart never averages runs of different layouts.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from reports.chartkit import (HEIGHT, LABEL_FONT, SWEEP, WIDTH, baseline_words, dash, data, gpus_axis,
+                              point_labels, sweep_colour)
+from reports.data import NO_SWEEP
+
+
+def _ideal(scaling: pl.DataFrame) -> pl.DataFrame:
+    """Linear scaling from each sweep's baseline: total tokens/s and tokens/s per GPU."""
+    return (scaling.select("sweep", "world_size", "base_gpus", "base_tps", "base_tps_per_gpu").unique()
+            .with_columns(ideal_tps=pl.col("base_tps") * pl.col("world_size") / pl.col("base_gpus"))
+            .sort(["sweep", "world_size"]))
+
+
+def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.DataFrame) -> alt.LayerChart:
+    points = alt.Chart(data(df)).mark_point(filled=True, size=50, opacity=0.6).encode(
+        x=gpus_axis(df), y=alt.Y(f"{field}:Q", title=title), color=sweep_colour(),
+        tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
+    line = alt.Chart(data(best)).mark_line(point=True).encode(
+        x=gpus_axis(df), y=alt.Y(f"{field}:Q", title=title), color=sweep_colour(),
+        tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
+    return points + line + point_labels(line, field, fmt)
+
+
+def build_throughput(scaling: pl.DataFrame) -> alt.LayerChart:
+    ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
+        x=gpus_axis(scaling), y="ideal_tps:Q", detail="sweep:N")
+    runs = _runs_and_best(scaling, "tokens_per_s", "tokens/s (whole job)", ",.0f", scaling.filter("is_best"))
+    return (ideal + runs).properties(
+        title="Throughput vs GPUs (dashed: ideal linear scaling from the baseline)", width=WIDTH, height=HEIGHT)
+
+
+def build_throughput_per_gpu(scaling: pl.DataFrame) -> alt.LayerChart:
+    ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
+        x=gpus_axis(scaling), y="base_tps_per_gpu:Q", detail="sweep:N")
+    runs = _runs_and_best(scaling, "tokens_per_s_per_gpu", "tokens/s per GPU", ",.0f", scaling.filter("is_best"))
+    return (ideal + runs).properties(
+        title="Throughput per GPU vs GPUs (dashed: the baseline's, i.e. ideal scaling)", width=WIDTH, height=HEIGHT)
+
+
+def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
+    best = scaling.filter("is_best")
+    vs_base, vs_prev = f"vs {baseline_words(scaling)}", "vs the previous GPU count"
+    long = pl.concat([
+        best.select("sweep", "world_size", "run_id", pct="scaling_efficiency_pct", basis=pl.lit(vs_base)),
+        best.select("sweep", "world_size", "run_id", pct="step_efficiency_pct", basis=pl.lit(vs_prev)),
+    ]).filter(pl.col("pct").is_not_null())
+    line = alt.Chart(data(long)).mark_line(point=True).encode(
+        x=gpus_axis(long), y=alt.Y("pct:Q", title="scaling efficiency (%)"), color=sweep_colour(),
+        strokeDash=dash("basis", "efficiency", [vs_base, vs_prev]),
+        tooltip=["run_id:N", "basis:N", alt.Tooltip("pct:Q", format=".1f")])
+    ideal = alt.Chart(alt.Data(values=[{"y": 100}])).mark_rule(color="gray", strokeDash=[6, 4]).encode(y="y:Q")
+    eff = (ideal + line + point_labels(line, "pct", ".0f")).properties(
+        title="Scaling efficiency (best run per GPU count)", width=int(WIDTH / 1.4), height=HEIGHT)
+    gains = best.filter(pl.col("marginal_tokens_per_s_per_gpu").is_not_null())
+    if gains.is_empty():  # one GPU count per sweep: nothing to compare with
+        return alt.hconcat(eff)
+    bars = alt.Chart(data(gains)).mark_bar().encode(
+        x=alt.X("world_size:O", title="GPUs (ranks)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("marginal_tokens_per_s_per_gpu:Q", title="tokens/s gained per added GPU"),
+        color=sweep_colour(), xOffset="sweep:N",
+        tooltip=["run_id:N", alt.Tooltip("marginal_tokens_per_s_per_gpu:Q", format=",.0f")])
+    text = alt.Text("marginal_tokens_per_s_per_gpu:Q", format=",.0f")
+    labels = [bars.properties(data=data(part)).mark_text(dy=dy, fontSize=LABEL_FONT, color="#333").encode(text=text)
+              for part, dy in ((gains.filter(pl.col("marginal_tokens_per_s_per_gpu") >= 0), -6),
+                               (gains.filter(pl.col("marginal_tokens_per_s_per_gpu") < 0), 8))
+              if not part.is_empty()]  # above a gain, below a loss
+    rule = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="gray").encode(y="y:Q")
+    marginal = alt.layer(bars, *labels, rule).properties(
+        title="Marginal throughput per added GPU (vs the previous GPU count)", width=int(WIDTH / 1.4), height=HEIGHT)
+    return alt.hconcat(eff, marginal).resolve_scale(color="shared")
+
+
+def _with_sweep(runs: pl.DataFrame) -> pl.DataFrame:
+    return runs.with_columns(sweep=pl.col("workload").fill_null(NO_SWEEP))
+
+
+def _best_of(runs: pl.DataFrame, field: str, descending: bool) -> pl.DataFrame:
+    return (runs.sort(field, descending=descending).group_by(["sweep", "world_size"], maintain_order=True)
+            .first().sort(["sweep", "world_size"]))
+
+
+def build_mfu(runs: pl.DataFrame) -> alt.LayerChart:
+    df = _with_sweep(runs)
+    return _runs_and_best(df, "mfu_pct", "MFU (% of peak FLOP/s)", ".2f", _best_of(df, "mfu_pct", True)).properties(
+        title="Model FLOPs utilisation vs GPUs (line: highest MFU per GPU count)", width=WIDTH, height=HEIGHT)
+
+
+def build_energy(runs: pl.DataFrame) -> alt.LayerChart:
+    df = _with_sweep(runs).with_columns(tokens_per_j=1 / pl.col("energy_per_token_j"))
+    return _runs_and_best(df, "tokens_per_j", "tokens per joule", ",.3~g", _best_of(df, "tokens_per_j", True)) \
+        .properties(title="Tokens per joule vs GPUs (line: most frugal run per GPU count)", width=WIDTH, height=HEIGHT)
+
+
+COMM_COMPUTE = {"compute_per_step_ns": "compute", "comm_per_step_ns": "communication",
+                "exposed_comm_per_step_ns": "exposed communication"}
+
+
+def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
+    long = (best_breakdown.unpivot(index=["run_id", "sweep", "world_size"], on=list(COMM_COMPUTE),
+                                   variable_name="time", value_name="ns")
+            .with_columns(ms=pl.col("ns") / 1e6, time=pl.col("time").replace_strict(COMM_COMPUTE)))
+    order = list(COMM_COMPUTE.values())
+    line = alt.Chart().mark_line(point=True).encode(
+        x=gpus_axis(long), y=alt.Y("ms:Q", title="ms per step (mean over ranks and steps)"),
+        color=alt.Color("time:N", title="time", sort=order, legend=alt.Legend(symbolType="stroke")),
+        strokeDash=alt.StrokeDash("time:N", legend=None,
+                                  scale=alt.Scale(domain=order, range=[[1, 0], [1, 0], [5, 3]])),
+        tooltip=["run_id:N", "time:N", alt.Tooltip("ms:Q", format=".2f")])
+    return alt.layer(line, point_labels(line, "ms", ".1f"), data=data(long)).properties(
+        width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).properties(
+        title="Communication vs compute time per step (best run per GPU count; dashed: exposed communication)")
+
+
+def build_collectives(collectives: pl.DataFrame) -> alt.HConcatChart:
+    df = collectives.with_columns(ms=pl.col("time_per_step_ns") / 1e6)
+    enc = {"x": gpus_axis(df), "color": alt.Color("collective:N", title="collective"),
+           "strokeDash": dash("sweep", SWEEP)}
+    time = alt.Chart(data(df)).mark_line(point=True).encode(
+        y=alt.Y("ms:Q", title="kernel time per step and rank (ms)"),
+        tooltip=["run_id:N", "collective:N", "count:Q", alt.Tooltip("ms:Q", format=".2f")], **enc)
+    panels = [(time + point_labels(time, "ms", ".1f")).properties(
+        title="Collective time per step", width=int(WIDTH / 1.4), height=HEIGHT)]
+    bw = df.filter(pl.col("median_busbw_gbps").is_not_null())
+    if not bw.is_empty():
+        line = alt.Chart(data(bw)).mark_line(point=True).encode(
+            y=alt.Y("median_busbw_gbps:Q", title="median bus bandwidth (GB/s)"),
+            tooltip=["run_id:N", "collective:N", alt.Tooltip("median_busbw_gbps:Q", format=".2f")], **enc)
+        panels.append((line + point_labels(line, "median_busbw_gbps", ".1f")).properties(
+            title="Collective bus bandwidth", width=int(WIDTH / 1.4), height=HEIGHT))
+    return alt.hconcat(*panels)
+
+
+def build_exposed_comm(exposed: pl.DataFrame) -> alt.LayerChart:
+    df = exposed.with_columns(series=pl.col("process_group") + " / " + pl.col("collective"))
+    line = alt.Chart(data(df)).mark_line(point=True).encode(
+        x=gpus_axis(df), y=alt.Y("group_exposed_comm_pct:Q", title="exposed comm of the group (% of span)"),
+        color=alt.Color("series:N", title="process group / collective"),
+        strokeDash=dash("sweep", SWEEP),
+        tooltip=["run_id:N", "series:N", "world_size:Q", alt.Tooltip("group_exposed_comm_pct:Q", format=".2f")])
+    return (line + point_labels(line, "group_exposed_comm_pct", ".1f")).properties(
+        title="Exposed communication by process group and collective (best run per GPU count)",
+        width=WIDTH, height=HEIGHT)
