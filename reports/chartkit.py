@@ -17,6 +17,7 @@ PARTS = {  # step-breakdown parts in stacking order; the five shares sum to 100 
 }
 PART_COLOURS = ["#4c78a8", "#e45756", "#f58518", "#bab0ac", "#eeeeee"]
 LABEL_FONT = 10
+MS = ".3~g"  # data labels in ms: three significant digits (0.0405, 12.9, 105)
 
 
 def gpus(n) -> str:
@@ -42,7 +43,8 @@ def sweep_colour(field: str = "sweep") -> alt.Color:
 
 def dash(field: str, title: str, sort: list[str] | None = None) -> alt.StrokeDash:
     """Line style by ``field``, with a legend that shows the dash pattern (not a dot)."""
-    return alt.StrokeDash(f"{field}:N", title=title, legend=alt.Legend(symbolType="stroke"),
+    return alt.StrokeDash(f"{field}:N", title=title,
+                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#333"),
                           **({"sort": sort} if sort else {}))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import (HEIGHT, LABEL_FONT, SWEEP, WIDTH, baseline_words, dash, data, gpus_axis,
+from reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, data, gpus_axis,
                               point_labels, sweep_colour)
 from reports.data import NO_SWEEP
 
@@ -117,7 +117,7 @@ def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
         strokeDash=alt.StrokeDash("time:N", legend=None,
                                   scale=alt.Scale(domain=order, range=[[1, 0], [1, 0], [5, 3]])),
         tooltip=["run_id:N", "time:N", alt.Tooltip("ms:Q", format=".2f")])
-    return alt.layer(line, point_labels(line, "ms", ".1f"), data=data(long)).properties(
+    return alt.layer(line, point_labels(line, "ms", MS), data=data(long)).properties(
         width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).properties(
         title="Communication vs compute time per step (best run per GPU count; dashed: exposed communication)")
 
@@ -129,7 +129,7 @@ def build_collectives(collectives: pl.DataFrame) -> alt.HConcatChart:
     time = alt.Chart(data(df)).mark_line(point=True).encode(
         y=alt.Y("ms:Q", title="kernel time per step and rank (ms)"),
         tooltip=["run_id:N", "collective:N", "count:Q", alt.Tooltip("ms:Q", format=".2f")], **enc)
-    panels = [(time + point_labels(time, "ms", ".1f")).properties(
+    panels = [(time + point_labels(time, "ms", MS)).properties(
         title="Collective time per step", width=int(WIDTH / 1.4), height=HEIGHT)]
     bw = df.filter(pl.col("median_busbw_gbps").is_not_null())
     if not bw.is_empty():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import LABEL_FONT, PART_COLOURS, PARTS, WIDTH, data
+from reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 
@@ -66,10 +66,11 @@ def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
 def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
     long = _long_parts(breakdown)
     totals = breakdown.select("run_id", step_ms=pl.col("step_time_ns") / 1e6)
-    stacked = _stacked(long, "ms", "step time (ms)", ".1f", None, "axis_pct")
+    room = alt.Scale(domain=[0, 1.12 * (totals["step_ms"].max() or 1)])  # the longest bar's total label fits
+    stacked = _stacked(long, "ms", "step time (ms)", MS, room, "axis_pct")
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
-        y=alt.Y("run_id:N", sort=breakdown_order(long)), x="step_ms:Q",
-        text=alt.Text("step_ms:Q", format=".1f"))
+        y=alt.Y("run_id:N", sort=breakdown_order(long)), x=alt.X("step_ms:Q", scale=room),
+        text=alt.Text("step_ms:Q", format=MS))
     return (stacked + total).properties(
         title="Step time and where it goes (ms)", width=WIDTH + 80, height=alt.Step(22))
 

@@ -28,7 +28,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; 
 h1 { margin-bottom: 0.2em; } .sub { color: #666; margin-top: 0; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-th:first-child, td:first-child, td:nth-child(2) { text-align: left; }
+th:first-child, td:first-child, td:nth-child(2) { text-align: left; white-space: nowrap; }
 .chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
 .warn { color: #a00; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
