@@ -12,7 +12,8 @@
 -- 6·num_params + 12·num_layers·hidden_size·seq_len when all are known, else
 -- 6·num_params.  mfu_pct = 100 · tokens_per_s · flops_per_token /
 -- (world_size · peak_flops_per_gpu); peak from run.json device.peak_flops,
--- else the device_peaks table (dense BF16, by device name).
+-- else the device_peaks table (by device name, for run.json `dtype`, bf16 when
+-- unknown); peak_flops_dtype / peak_flops_basis say which peak and from where.
 -- energy_per_token_j = job power × step time / tokens per step, job power =
 -- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
 -- (samples are taken during the profiled window).  compute_pct /
