@@ -103,14 +103,19 @@ def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
 
 
 def headline_lines(runs) -> list[str]:
-    """A few lines for the terminal: the fastest run at each GPU count and its figures."""
+    """A few lines for the terminal: the fastest run of each sweep at each GPU count and its figures
+    (runs of different workloads are not compared: their tokens are not the same work)."""
     lines = []
-    for r in runs.sort(["world_size", "tokens_per_s"], descending=[False, True], nulls_last=True) \
-            .group_by("world_size", maintain_order=True).first().iter_rows(named=True):
+    sweeps = runs.with_columns(pl.col("workload").fill_null("(no workload)"))
+    width = max(sweeps["workload"].str.len_chars().max() + 2, 0) if sweeps["workload"].n_unique() > 1 else 0
+    for r in sweeps.sort(["workload", "world_size", "tokens_per_s"], descending=[False, False, True],
+                         nulls_last=True).group_by(["workload", "world_size"], maintain_order=True) \
+            .first().iter_rows(named=True):
         tps = "n/a" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f} tokens/s"
         mfu = "" if r["mfu_pct"] is None else f", MFU {r['mfu_pct']:.1f} %"
         exp = "" if r["exposed_comm_pct"] is None else f", exposed comm {r['exposed_comm_pct']:.1f} % of step"
-        lines.append(f"{gpus(r['world_size']):>9}  best {r['run_id']}: {tps}{mfu}{exp}")
+        sweep = f"{r['workload']}:".ljust(width) if width else ""
+        lines.append(f"{sweep}{gpus(r['world_size']):>9}  best {r['run_id']}: {tps}{mfu}{exp}")
     return lines
 
 

@@ -44,8 +44,17 @@ def sweep_colour(field: str = "sweep") -> alt.Color:
 def dash(field: str, title: str, sort: list[str] | None = None) -> alt.StrokeDash:
     """Line style by ``field``, with a legend that shows the dash pattern (not a dot)."""
     return alt.StrokeDash(f"{field}:N", title=title,
-                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#333"),
+                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2,
+                                            symbolSize=300),
                           **({"sort": sort} if sort else {}))
+
+
+def dashed_points(line: alt.Chart) -> alt.Chart:
+    """Point marks for a line whose style encodes a field: ``mark_line(point=True)`` would merge the
+    points into the dash legend and blank its symbols, so the points are a layer of their own."""
+    points = line.mark_point(filled=True, size=30).copy(deep=True)
+    points.encoding.strokeDash = alt.Undefined
+    return points
 
 
 def point_labels(chart: alt.Chart, field: str, fmt: str, dy: int = -9) -> alt.Chart:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, data, gpus_axis,
-                              point_labels, sweep_colour)
+from reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, dashed_points, data,
+                              gpus_axis, point_labels, sweep_colour)
 from reports.data import NO_SWEEP
 
 
@@ -22,12 +22,16 @@ def _ideal(scaling: pl.DataFrame) -> pl.DataFrame:
             .sort(["sweep", "world_size"]))
 
 
-def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.DataFrame) -> alt.LayerChart:
+def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.DataFrame,
+                   log_y: bool = False) -> alt.LayerChart:
+    """``log_y``: throughput spans orders of magnitude across sweeps (and ideal scaling is then a
+    straight line on the log-log axes); a linear axis would flatten every sweep but the largest."""
+    y = alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log") if log_y else alt.Undefined)
     points = alt.Chart(data(df)).mark_point(filled=True, size=50, opacity=0.6).encode(
-        x=gpus_axis(df), y=alt.Y(f"{field}:Q", title=title), color=sweep_colour(),
+        x=gpus_axis(df), y=y, color=sweep_colour(),
         tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
     line = alt.Chart(data(best)).mark_line(point=True).encode(
-        x=gpus_axis(df), y=alt.Y(f"{field}:Q", title=title), color=sweep_colour(),
+        x=gpus_axis(df), y=y, color=sweep_colour(),
         tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
     return points + line + point_labels(line, field, fmt)
 
@@ -35,7 +39,8 @@ def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.
 def build_throughput(scaling: pl.DataFrame) -> alt.LayerChart:
     ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=gpus_axis(scaling), y="ideal_tps:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, "tokens_per_s", "tokens/s (whole job)", ",.0f", scaling.filter("is_best"))
+    runs = _runs_and_best(scaling, "tokens_per_s", "tokens/s (whole job, log scale)", ",.0f",
+                          scaling.filter("is_best"), log_y=True)
     return (ideal + runs).properties(
         title="Throughput vs GPUs (dashed: ideal linear scaling from the baseline)", width=WIDTH, height=HEIGHT)
 
@@ -43,7 +48,8 @@ def build_throughput(scaling: pl.DataFrame) -> alt.LayerChart:
 def build_throughput_per_gpu(scaling: pl.DataFrame) -> alt.LayerChart:
     ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=gpus_axis(scaling), y="base_tps_per_gpu:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, "tokens_per_s_per_gpu", "tokens/s per GPU", ",.0f", scaling.filter("is_best"))
+    runs = _runs_and_best(scaling, "tokens_per_s_per_gpu", "tokens/s per GPU (log scale)", ",.0f",
+                          scaling.filter("is_best"), log_y=True)
     return (ideal + runs).properties(
         title="Throughput per GPU vs GPUs (dashed: the baseline's, i.e. ideal scaling)", width=WIDTH, height=HEIGHT)
 
@@ -55,12 +61,12 @@ def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
         best.select("sweep", "world_size", "run_id", pct="scaling_efficiency_pct", basis=pl.lit(vs_base)),
         best.select("sweep", "world_size", "run_id", pct="step_efficiency_pct", basis=pl.lit(vs_prev)),
     ]).filter(pl.col("pct").is_not_null())
-    line = alt.Chart(data(long)).mark_line(point=True).encode(
+    line = alt.Chart(data(long)).mark_line().encode(
         x=gpus_axis(long), y=alt.Y("pct:Q", title="scaling efficiency (%)"), color=sweep_colour(),
         strokeDash=dash("basis", "efficiency", [vs_base, vs_prev]),
         tooltip=["run_id:N", "basis:N", alt.Tooltip("pct:Q", format=".1f")])
     ideal = alt.Chart(alt.Data(values=[{"y": 100}])).mark_rule(color="gray", strokeDash=[6, 4]).encode(y="y:Q")
-    eff = (ideal + line + point_labels(line, "pct", ".0f")).properties(
+    eff = (ideal + line + dashed_points(line) + point_labels(line, "pct", ".0f")).properties(
         title="Scaling efficiency (best run per GPU count)", width=int(WIDTH / 1.4), height=HEIGHT)
     gains = best.filter(pl.col("marginal_tokens_per_s_per_gpu").is_not_null())
     if gains.is_empty():  # one GPU count per sweep: nothing to compare with
@@ -118,7 +124,8 @@ def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
                                   scale=alt.Scale(domain=order, range=[[1, 0], [1, 0], [5, 3]])),
         tooltip=["run_id:N", "time:N", alt.Tooltip("ms:Q", format=".2f")])
     return alt.layer(line, point_labels(line, "ms", MS), data=data(long)).properties(
-        width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).properties(
+        width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).resolve_scale(
+        x="independent", y="independent").properties(
         title="Communication vs compute time per step (best run per GPU count; dashed: exposed communication)")
 
 
@@ -126,28 +133,28 @@ def build_collectives(collectives: pl.DataFrame) -> alt.HConcatChart:
     df = collectives.with_columns(ms=pl.col("time_per_step_ns") / 1e6)
     enc = {"x": gpus_axis(df), "color": alt.Color("collective:N", title="collective"),
            "strokeDash": dash("sweep", SWEEP)}
-    time = alt.Chart(data(df)).mark_line(point=True).encode(
+    time = alt.Chart(data(df)).mark_line().encode(
         y=alt.Y("ms:Q", title="kernel time per step and rank (ms)"),
         tooltip=["run_id:N", "collective:N", "count:Q", alt.Tooltip("ms:Q", format=".2f")], **enc)
-    panels = [(time + point_labels(time, "ms", MS)).properties(
+    panels = [(time + dashed_points(time) + point_labels(time, "ms", MS)).properties(
         title="Collective time per step", width=int(WIDTH / 1.4), height=HEIGHT)]
     bw = df.filter(pl.col("median_busbw_gbps").is_not_null())
     if not bw.is_empty():
-        line = alt.Chart(data(bw)).mark_line(point=True).encode(
+        line = alt.Chart(data(bw)).mark_line().encode(
             y=alt.Y("median_busbw_gbps:Q", title="median bus bandwidth (GB/s)"),
             tooltip=["run_id:N", "collective:N", alt.Tooltip("median_busbw_gbps:Q", format=".2f")], **enc)
-        panels.append((line + point_labels(line, "median_busbw_gbps", ".1f")).properties(
+        panels.append((line + dashed_points(line) + point_labels(line, "median_busbw_gbps", ".1f")).properties(
             title="Collective bus bandwidth", width=int(WIDTH / 1.4), height=HEIGHT))
     return alt.hconcat(*panels)
 
 
 def build_exposed_comm(exposed: pl.DataFrame) -> alt.LayerChart:
     df = exposed.with_columns(series=pl.col("process_group") + " / " + pl.col("collective"))
-    line = alt.Chart(data(df)).mark_line(point=True).encode(
+    line = alt.Chart(data(df)).mark_line().encode(
         x=gpus_axis(df), y=alt.Y("group_exposed_comm_pct:Q", title="exposed comm of the group (% of span)"),
         color=alt.Color("series:N", title="process group / collective"),
         strokeDash=dash("sweep", SWEEP),
         tooltip=["run_id:N", "series:N", "world_size:Q", alt.Tooltip("group_exposed_comm_pct:Q", format=".2f")])
-    return (line + point_labels(line, "group_exposed_comm_pct", ".1f")).properties(
+    return (line + dashed_points(line) + point_labels(line, "group_exposed_comm_pct", ".1f")).properties(
         title="Exposed communication by process group and collective (best run per GPU count)",
         width=WIDTH, height=HEIGHT)
