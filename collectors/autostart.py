@@ -34,7 +34,7 @@ import os
 import sys
 from dataclasses import fields
 
-from collectors.config import ProfileConfig, RunInfo
+from scaletrace.collectors.config import ProfileConfig, RunInfo
 
 TARGET = "torch.optim.optimizer"
 _state: dict = {"session": None, "optimizer": None}
@@ -70,7 +70,7 @@ def _hook(optimizer, args, kwargs) -> None:
 
 
 def _start() -> None:
-    from collectors.session import Session
+    from scaletrace.collectors.session import Session
 
     meta = json.loads(os.environ.get("SCALETRACE_META") or "{}")
     run = run_info_from_meta(meta)

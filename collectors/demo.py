@@ -1,6 +1,6 @@
 """Demo workload: a small GPT on synthetic tokens, under torchrun, on CPU (gloo) or GPU (NCCL).
 
-    torchrun --nproc-per-node 2 -m collectors.demo --layout fsdp --out runs/demo-fsdp-2
+    torchrun --nproc-per-node 2 -m scaletrace.collectors.demo --layout fsdp --out runs/demo-fsdp-2
 
 Layouts: ``ddp`` (DistributedDataParallel), ``fsdp`` (FSDP2 ``fully_shard``),
 ``tp`` (tensor parallel with DTensor: attention and MLP split by columns then
@@ -153,14 +153,14 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from collectors import ProfileConfig, RunInfo, profile
+    from scaletrace.collectors import ProfileConfig, RunInfo, profile
 
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     else:
         torch.set_num_threads(1)
-    if "RANK" not in os.environ:  # plain `python -m collectors.demo`: a world of one
+    if "RANK" not in os.environ:  # plain `python -m scaletrace.collectors.demo`: a world of one
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29512"), LOCAL_WORLD_SIZE="1")
     dist.init_process_group("nccl" if cuda else "gloo")

@@ -21,9 +21,9 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from collectors import environment
-from collectors.config import ProfileConfig, RunInfo
-from collectors.power import PowerSampler
+from scaletrace.collectors import environment
+from scaletrace.collectors.config import ProfileConfig, RunInfo
+from scaletrace.collectors.power import PowerSampler
 
 COLLECTOR_VERSION = "1"
 

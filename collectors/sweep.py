@@ -6,7 +6,7 @@ A sweep file::
     out_dir = "runs/demo"                  # one directory per run below it
     run_id = "{workload}-{layout}-{world_size}"
     launcher = ["torchrun", "--standalone", "--nproc-per-node", "{world_size}"]
-    command = ["-m", "collectors.demo", "--layout", "{layout}", "--out", "{run_dir}",
+    command = ["-m", "scaletrace.collectors.demo", "--layout", "{layout}", "--out", "{run_dir}",
                "--run-id", "{run_id}", "--workload", "{workload}"]
     timeout_s = 600
 
@@ -189,7 +189,11 @@ def result_line(result: RunResult, id_width: int) -> str:
 
 def run_sweep(spec: SweepSpec, force: bool = False,
               on_result: Callable[[PlannedRun, RunResult], None] | None = None,
-              on_start: Callable[[PlannedRun], None] | None = None) -> list[RunResult]:
+              on_start: Callable[[PlannedRun], None] | None = None,
+              ingest_db: str | Path | None = None) -> list[RunResult]:
+    """Run every planned run (skipping finished ones unless ``force``); with ``ingest_db``, ingest
+    each finished or skipped run into that database as it goes (ingest is idempotent), a failed
+    ingest becoming the run's message.  ``on_result`` sees each result after its ingest."""
     results = []
     for run in plan(spec):
         if (run.run_dir / DONE_MARKER).exists() and not force:
@@ -198,6 +202,12 @@ def run_sweep(spec: SweepSpec, force: bool = False,
             if on_start:
                 on_start(run)
             result = execute(run, spec.timeout_s)
+        if ingest_db is not None and result.status in ("done", "skipped"):
+            from scaletrace.pipeline.ingest import ingest  # only here: collecting needs no DuckDB
+
+            report = ingest([run.run_dir], ingest_db)
+            if report.errors:
+                result.message = f"ingest: {report.errors[0].line()}"
         results.append(result)
         if on_result:
             on_result(run, result)

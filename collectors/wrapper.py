@@ -7,10 +7,19 @@ import os
 import subprocess
 from pathlib import Path
 
-import collectors
+import scaletrace
+from scaletrace import collectors
 
 BOOT_DIR = Path(collectors.__file__).resolve().parent / "_boot"
-PACKAGE_ROOT = Path(collectors.__file__).resolve().parent.parent
+
+
+def _import_root() -> Path | None:
+    """The directory to put on the job's PYTHONPATH so that it can ``import scaletrace``: the one
+    holding the installed ``scaletrace`` package (site-packages of a wheel install).  None for an
+    editable install (the package is the source tree, found through the environment's .pth file;
+    adding the tree's parent would expose its unrelated folders as importable names)."""
+    package = Path(scaletrace.__file__).resolve().parent
+    return package.parent if package.name == "scaletrace" else None
 
 
 def parse_meta(pairs: list[str]) -> dict:
@@ -34,7 +43,8 @@ def collect_env(out_dir: Path, run_id: str | None, steps: str, meta: dict) -> di
     env["SCALETRACE_META"] = json.dumps(meta)
     if run_id:
         env["SCALETRACE_RUN_ID"] = run_id
-    paths = [str(BOOT_DIR), str(PACKAGE_ROOT), env.get("PYTHONPATH", "")]
+    root = _import_root()
+    paths = [str(BOOT_DIR), str(root) if root else "", env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 

@@ -5,10 +5,10 @@
 >>> connect("scaletrace.duckdb").query("rank_breakdown")   # a polars DataFrame
 """
 
-from pipeline.classify import DEFAULT_RULES, Rule, load_rules
-from pipeline.db import Database, connect
-from pipeline.ingest import IngestReport, Outcome, ingest
-from pipeline.schema import DatabaseError
+from scaletrace.pipeline.classify import DEFAULT_RULES, Rule, load_rules
+from scaletrace.pipeline.db import Database, connect
+from scaletrace.pipeline.ingest import IngestReport, Outcome, ingest
+from scaletrace.pipeline.schema import DatabaseError
 
 __all__ = ["DEFAULT_RULES", "Database", "DatabaseError", "IngestReport", "Outcome", "Rule",
            "connect", "ingest", "load_rules"]

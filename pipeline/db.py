@@ -7,8 +7,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-import queries
-from pipeline.schema import DatabaseError, _first_line, connect_waiting
+from scaletrace import queries
+from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting
 
 # Query parameters that must name something in the database, so that a typo is an
 # error and not an empty table: parameter -> (what it names, plural, SQL of the known values).
@@ -30,7 +30,7 @@ class Database:
     def __init__(self, path: str | Path, wait_s: float = 10.0):
         self.path = Path(path)
         if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
-            from pipeline.export import open_parquet
+            from scaletrace.pipeline.export import open_parquet
 
             self.con = open_parquet(self.path)
             return

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.schema import MACROS_SQL, REFERENCE_SQL, DatabaseError, connect_waiting
+from scaletrace.pipeline.schema import MACROS_SQL, REFERENCE_SQL, DatabaseError, connect_waiting
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),

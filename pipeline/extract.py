@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import collectives as coll
-from pipeline import intervals
-from pipeline.classify import Classifier, is_collective_call
-from pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
+from scaletrace.pipeline import collectives as coll
+from scaletrace.pipeline import intervals
+from scaletrace.pipeline.classify import Classifier, is_collective_call
+from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "cuda_sync"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}

@@ -22,11 +22,11 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from pipeline import schema, sidefiles
-from pipeline.classify import DEFAULT_RULES, Classifier, Rule
-from pipeline.decode import TraceError, decode, unpack
-from pipeline.extract import extract, rank_from_filename
-from pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
+from scaletrace.pipeline import schema, sidefiles
+from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
+from scaletrace.pipeline.decode import TraceError, decode, unpack
+from scaletrace.pipeline.extract import extract, rank_from_filename
+from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-import queries
+from scaletrace import queries
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 MACROS_SQL = Path(queries.__file__).with_name("macros.sql")

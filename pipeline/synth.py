@@ -177,7 +177,25 @@ def write_run(root: Path, spec: SynthRun) -> Path:
         "model": {"name": "synthetic", "num_params": spec.num_params},
         "device": {"name": spec.device_name, "peak_flops": spec.peak_flops,
                    "peak_flops_source": "manifest" if spec.peak_flops else None},
-        "labels": {"generator": "pipeline.synth", "spec": json.dumps(asdict(spec))},
+        "labels": {"generator": "scaletrace.pipeline.synth", "spec": json.dumps(asdict(spec))},
     }
     (run_dir / "run.json").write_text(json.dumps(manifest, indent=2))
     return run_dir
+
+
+def sweep_specs(ranks: list[int], steps: int = 5, kernels_per_step: int = 20, tp: int = 1,
+                straggler: int | None = None, delay_us: int = 200, clock_offset_us: int = 0,
+                workload: str = "synth", seed: int = 0, gzip: bool = True) -> list[SynthRun]:
+    """One run per world size in ``ranks`` (what ``scaletrace synth`` writes): a 2 ms step, 600 µs of
+    compute, a TP all_gather when ``tp`` > 1, the straggler in every run that has that rank."""
+    specs = []
+    for n in ranks:
+        if n < 1 or n % tp:
+            raise ValueError(f"--ranks {n} is not a positive multiple of --tp {tp}")
+        specs.append(SynthRun(
+            f"{workload}-{n}", ranks=n, steps=steps, step_us=2000, compute_us=600,
+            kernels_per_step=kernels_per_step, tp=tp, tp_comm_us=40 if tp > 1 else 0,
+            straggler_rank=straggler if straggler is not None and straggler < n else None,
+            straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
+            parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gzip))
+    return specs

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.db import Database, connect
-from reports import charts as chart_defs
-from reports import data as report_data
-from reports.chartkit import gpus
-from reports.data import ReportError
-from reports.findings import findings as make_findings
-from reports.html import render
+from scaletrace.pipeline.db import Database, connect
+from scaletrace.reports import charts as chart_defs
+from scaletrace.reports import data as report_data
+from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.data import ReportError
+from scaletrace.reports.findings import findings as make_findings
+from scaletrace.reports.html import render
 
 
 @dataclass

@@ -16,10 +16,10 @@ from typing import Callable
 import altair as alt
 import polars as pl
 
-from reports.charts_layouts import HEATMAP_MIN_LAYOUTS, build_layout_heatmap, build_layouts
-from reports.charts_scaling import (build_collectives, build_comm_vs_compute, build_efficiency, build_energy,
+from scaletrace.reports.charts_layouts import HEATMAP_MIN_LAYOUTS, build_layout_heatmap, build_layouts
+from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_compute, build_efficiency, build_energy,
                                     build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
-from reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
+from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
 @dataclass(frozen=True)

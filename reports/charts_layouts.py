@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import LABEL_FONT, data
+from scaletrace.reports.chartkit import LABEL_FONT, data
 
 METRICS = {"tokens_per_s": ("tokens/s", ",.0f"), "mfu_pct": ("MFU (%)", ".2f"),
            "exposed_comm_pct": ("exposed comm (% of step)", ".1f")}

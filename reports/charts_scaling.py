@@ -10,9 +10,9 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, dashed_points, data,
+from scaletrace.reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, dashed_points, data,
                               gpus_axis, point_labels, sweep_colour)
-from reports.data import NO_SWEEP
+from scaletrace.reports.data import NO_SWEEP
 
 
 def _ideal(scaling: pl.DataFrame) -> pl.DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data
+from scaletrace.reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from pipeline.db import Database
-from reports.chartkit import gpus
+from scaletrace.pipeline.db import Database
+from scaletrace.reports.chartkit import gpus
 
 MAX_RANK_RUNS = 6  # per-rank chart: at most this many runs (the largest)
 MAX_RANKS = 256  # per-rank chart: at most this many ranks per run (the most exposed)

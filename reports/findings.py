@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports.chartkit import baseline, gpus as _gpus
-from reports.data import ReportData
+from scaletrace.reports.chartkit import baseline, gpus as _gpus
+from scaletrace.reports.data import ReportData
 
 
 def _pct(x) -> str:

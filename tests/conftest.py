@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import connect, ingest
+from scaletrace.pipeline import connect, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

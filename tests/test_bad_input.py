@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES, kernel, query, write_trace
-from pipeline.cli import main
+from scaletrace.cli import main
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import cpu, kernel, query, write_trace
-from pipeline import ingest
+from scaletrace.pipeline import ingest
 
 US = 1000  # ns per µs
 

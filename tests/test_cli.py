@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
+from scaletrace.cli import main
 
 COMMANDS = sorted(main.commands)
 

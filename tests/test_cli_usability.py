@@ -16,10 +16,10 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-import queries
+from scaletrace import queries
 from conftest import FIXTURES, ROOT
-from pipeline import connect, ingest
-from pipeline.cli import main
+from scaletrace.pipeline import connect, ingest
+from scaletrace.cli import main
 
 README = (ROOT / "README.md").read_text()
 FIXTURE_RUNS = ("micro-2021", "micro-2rank", "micro-cpu-gloo")
@@ -228,7 +228,7 @@ def test_synth_says_1_rank_and_1_step(tmp_path):
 
 def test_cpu_device_name_says_1_thread_per_rank(monkeypatch):
     torch = pytest.importorskip("torch")
-    from collectors import environment
+    from scaletrace.collectors import environment
 
     threads = torch.get_num_threads()
     try:

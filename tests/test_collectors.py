@@ -18,8 +18,8 @@ from click.testing import CliRunner
 torch = pytest.importorskip("torch")
 
 from conftest import ROOT, query  # noqa: E402
-from pipeline import ingest  # noqa: E402
-from pipeline.cli import main  # noqa: E402
+from scaletrace.pipeline import ingest  # noqa: E402
+from scaletrace.cli import main  # noqa: E402
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 ENV = {"OMP_NUM_THREADS": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
@@ -28,7 +28,7 @@ STEPS, MICRO, SEQ = 6, 2, 32
 
 def demo(tmp: Path, name: str, *extra: str) -> Path:
     out = tmp / name
-    cmd = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "collectors.demo", "--layout", "ddp", "--steps",
+    cmd = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "scaletrace.collectors.demo", "--layout", "ddp", "--steps",
            str(STEPS), "--micro-batch", str(MICRO), "--seq-len", str(SEQ), "--profile-steps", "1,1,2",
            "--out", str(out), "--loss-file", str(tmp / f"{name}.loss"), *extra]
     subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=300)
@@ -133,13 +133,13 @@ def test_sweep_runs_resumes_and_reports(tmp_path, monkeypatch):
     sweep_file.write_text(textwrap.dedent("""
         workload = "tiny"
         out_dir = "runs"
-        command = ["-m", "collectors.demo", "--layout", "{layout}", "--steps", "4", "--micro-batch", "2",
+        command = ["-m", "scaletrace.collectors.demo", "--layout", "{layout}", "--steps", "4", "--micro-batch", "2",
                    "--seq-len", "16", "--profile-steps", "1,1,1", "--out", "{run_dir}", "--run-id", "{run_id}"]
         [matrix]
         world_size = [1]
         layout = ["ddp", "fsdp_tp", "bogus"]
     """))
-    monkeypatch.chdir(ROOT)  # -m collectors.demo resolves from the project
+    monkeypatch.chdir(ROOT)  # -m scaletrace.collectors.demo resolves from the project
     first = CliRunner().invoke(main, ["sweep", str(sweep_file), "-q"])
     assert first.exit_code == 1  # "bogus" is not a layout: one failed run
     assert "1 done, 0 skipped, 1 not applicable, 1 failed" in first.stderr
@@ -164,7 +164,7 @@ def _train_with(session, steps=5):
 
 
 def _session(out, monkeypatch):
-    from collectors import ProfileConfig, Session
+    from scaletrace.collectors import ProfileConfig, Session
 
     monkeypatch.delenv("RANK", raising=False)
     return Session(out, config=ProfileConfig(wait=1, warmup=1, active=2))
@@ -189,7 +189,7 @@ def test_profiler_failure_warns_and_training_continues(tmp_path, monkeypatch):
 
 
 def test_disk_full_while_writing_the_trace_warns_once(tmp_path, monkeypatch):
-    from collectors import Session
+    from scaletrace.collectors import Session
 
     def full(self, prof):
         raise OSError(errno.ENOSPC, "No space left on device")

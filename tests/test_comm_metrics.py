@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import query
-from pipeline import ingest
-from pipeline.synth import SynthRun, write_run
+from scaletrace.pipeline import ingest
+from scaletrace.pipeline.synth import SynthRun, write_run
 
 US = 1000  # ns per µs
 

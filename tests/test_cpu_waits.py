@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, query
-from pipeline import connect, ingest
+from scaletrace.pipeline import connect, ingest
 
 RUNS = ["tp-4", "fsdp_tp-4"]  # the runs whose training thread calls _c10d_functional::wait_tensor
 

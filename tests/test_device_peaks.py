@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import cpu, kernel, query, write_trace
-from pipeline import ingest
+from scaletrace.pipeline import ingest
 
 T = 1e12
 CASES = [  # (name as torch.cuda.get_device_name / NVML / Kineto deviceProperties report it, dtype, peak)

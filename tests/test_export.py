@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-import queries
+from scaletrace import queries
 from conftest import FIXTURES
-from pipeline import connect, ingest
-from pipeline.cli import main
-from pipeline.synth import SynthRun, write_run
-from reports import build_report
+from scaletrace.pipeline import connect, ingest
+from scaletrace.cli import main
+from scaletrace.pipeline.synth import SynthRun, write_run
+from scaletrace.reports import build_report
 
 
 @pytest.fixture(scope="module")

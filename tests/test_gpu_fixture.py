@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from conftest import FIXTURES, query
-from pipeline import connect, ingest
+from scaletrace.pipeline import connect, ingest
 
 RUNS = FIXTURES / "h200"
 # NVIDIA H200 SXM data sheet: BF16 Tensor Core 1,979 TFLOPS with sparsity (989.5 dense), FP32 67 TFLOPS

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-import queries
+from scaletrace import queries
 from conftest import FIXTURES, cpu, kernel, query, write_trace
-from pipeline import connect, ingest
+from scaletrace.pipeline import connect, ingest
 
 
 def counts(db):
@@ -114,7 +114,7 @@ def test_every_query_documents_its_grain_and_units(name):
 
 def _columns(q):
     import duckdb
-    from pipeline.schema import MACROS_SQL, REFERENCE_SQL, SCHEMA_SQL
+    from scaletrace.pipeline.schema import MACROS_SQL, REFERENCE_SQL, SCHEMA_SQL
     con = duckdb.connect()
     for sql in (SCHEMA_SQL, REFERENCE_SQL, MACROS_SQL):
         con.execute(sql.read_text())

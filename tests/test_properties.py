@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import intervals
-from pipeline.schema import MACROS_SQL, SCHEMA_SQL
+from scaletrace.pipeline import intervals
+from scaletrace.pipeline.schema import MACROS_SQL, SCHEMA_SQL
 
 KINDS = ["compute", "comm", "memory", "sync", "other"]
 event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60))

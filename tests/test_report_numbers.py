@@ -15,10 +15,10 @@ from statistics import mean
 import pytest
 from click.testing import CliRunner
 
-from pipeline import connect, ingest
-from pipeline.cli import main
-from pipeline.synth import SynthRun, write_run
-from reports import ReportError, build_report
+from scaletrace.pipeline import connect, ingest
+from scaletrace.cli import main
+from scaletrace.pipeline.synth import SynthRun, write_run
+from scaletrace.reports import ReportError, build_report
 
 # Two ranks, one step, rank 1 a straggler by 200 µs (times in µs):
 #   rank 0: compute [10, 310), all_reduce [260, 560): span 550, exposed 560 − 310 = 250

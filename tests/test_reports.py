@@ -11,13 +11,13 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from pipeline import connect, ingest
-from pipeline.cli import main
-from pipeline.synth import SynthRun, write_run
-from reports import build_report
-from reports import charts as chart_defs
-from reports import data as report_data
-from reports.html import vega_bundle
+from scaletrace.pipeline import connect, ingest
+from scaletrace.cli import main
+from scaletrace.pipeline.synth import SynthRun, write_run
+from scaletrace.reports import build_report
+from scaletrace.reports import charts as chart_defs
+from scaletrace.reports import data as report_data
+from scaletrace.reports.html import vega_bundle
 
 EVIL = '<script>alert("pwned")</script>\'"&'
 

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, SHARED_TRACES
-from pipeline import ingest
-from pipeline.classify import DEFAULT_RULES
-from pipeline.ingest import parse_file
-from pipeline.synth import SynthRun, write_run
+from scaletrace.pipeline import ingest
+from scaletrace.pipeline.classify import DEFAULT_RULES
+from scaletrace.pipeline.ingest import parse_file
+from scaletrace.pipeline.synth import SynthRun, write_run
 
-SCALETRACE = [sys.executable, "-m", "pipeline.cli"]
+SCALETRACE = [sys.executable, "-m", "scaletrace.cli"]
 
 
 def make_runs(root, count, ranks=4, steps=150, prefix="r"):

@@ -7,7 +7,7 @@ import json
 import duckdb
 
 from conftest import cpu, kernel, query, write_trace
-from pipeline import ingest
+from scaletrace.pipeline import ingest
 
 
 def _run(root, name, cores, ranks_per_host, gpu=False, nodes=1):

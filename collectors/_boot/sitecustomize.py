@@ -13,7 +13,7 @@ def _install() -> None:
     if not os.environ.get("SCALETRACE_COLLECT_OUT"):
         return
     try:
-        from collectors import autostart
+        from scaletrace.collectors import autostart
 
         autostart.install()
     except Exception as exc:  # noqa: BLE001 - never break the job

@@ -30,8 +30,8 @@ def main() -> None:
 
     import torch
 
-    from collectors import ProfileConfig, profile
-    from collectors.demo import build_model, parse_args
+    from scaletrace.collectors import ProfileConfig, profile
+    from scaletrace.collectors.demo import build_model, parse_args
 
     torch.set_num_threads(1)
     args = parse_args(["--micro-batch", "4", "--seq-len", "64"])

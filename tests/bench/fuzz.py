@@ -46,8 +46,8 @@ def main() -> None:
 
 
 def _parsed(path: Path) -> bool:
-    from pipeline.classify import DEFAULT_RULES
-    from pipeline.ingest import parse_file
+    from scaletrace.pipeline.classify import DEFAULT_RULES
+    from scaletrace.pipeline.ingest import parse_file
 
     return parse_file(str(path), None, DEFAULT_RULES, False)[3] is not None
 

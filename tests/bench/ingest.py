@@ -39,7 +39,7 @@ from typing import Optional, Union  # noqa: E402
 
 import msgspec  # noqa: E402
 
-from pipeline.decode import Event  # noqa: E402  the exact typed event struct ingest decodes
+from scaletrace.pipeline.decode import Event  # noqa: E402  the exact typed event struct ingest decodes
 
 
 class FloorDoc(msgspec.Struct):

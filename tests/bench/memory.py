@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.synth import SynthRun, write_run  # noqa: E402
+from scaletrace.pipeline.synth import SynthRun, write_run  # noqa: E402
 
 
 def main() -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pipeline import connect, ingest  # noqa: E402
-from pipeline.synth import SynthRun, write_run  # noqa: E402
-from reports import build_report  # noqa: E402
+from scaletrace.pipeline import connect, ingest  # noqa: E402
+from scaletrace.pipeline.synth import SynthRun, write_run  # noqa: E402
+from scaletrace.reports import build_report  # noqa: E402
 
 FULL_SCAN = "SELECT trace_id, kind, count(*) AS n, sum(dur_ns) AS ns FROM device_events GROUP BY ALL"
 

@@ -21,7 +21,7 @@ PY
 cat "$OUT/facts.txt"
 MODEL="--hidden 1024 --layers 8 --heads 16 --seq-len 1024 --micro-batch 8 --vocab 32000 --steps 12"
 for layout in ddp fsdp; do
-  timeout 150 torchrun --standalone --nproc-per-node 1 -m collectors.demo --layout $layout $MODEL \
+  timeout 150 torchrun --standalone --nproc-per-node 1 -m scaletrace.collectors.demo --layout $layout $MODEL \
     --workload demo-gpt-h200 --out "$RUNS/h200-$layout-1" 2>&1 | tail -5
 done
 # zero-code collector on a bf16 script with explicit NCCL collectives (a world of one)
@@ -41,7 +41,7 @@ for step in range(10):
 torch.cuda.synchronize(); dist.destroy_process_group()
 PY
 timeout 120 python3 -c "
-import sys; from pathlib import Path; from collectors.wrapper import run
+import sys; from pathlib import Path; from scaletrace.collectors.wrapper import run
 sys.exit(run(['torchrun', '--standalone', '--nproc-per-node', '1', '/tmp/plain.py'], Path('$RUNS/h200-plain-1'),
              None, '2,1,3', {'workload': 'plain-bf16', 'tokens_per_step': 8192, 'model.num_params': 16781312}))
 " 2>&1 | tail -5

@@ -11,11 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-import queries
-from pipeline.classify import DEFAULT_RULES, RulesError, load_rules
-from pipeline.db import connect
-from pipeline.ingest import ingest as run_ingest
-from pipeline.schema import DatabaseError
+from scaletrace import queries
+from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
+from scaletrace.pipeline.db import connect
+from scaletrace.pipeline.ingest import ingest as run_ingest
+from scaletrace.pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True, type=click.Path(),
@@ -263,7 +263,7 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     import time
     from pathlib import Path
 
-    from collectors import wrapper
+    from scaletrace.collectors import wrapper
 
     try:
         facts = wrapper.parse_meta(list(meta))
@@ -295,7 +295,7 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
       scaletrace sweep collectors/demo_sweep.toml --ingest demo.duckdb
       scaletrace sweep my_sweep.toml --dry-run
     """
-    from collectors import sweep as sweeps
+    from scaletrace.collectors import sweep as sweeps
 
     try:
         spec = sweeps.load(sweep_file)
@@ -316,15 +316,11 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
 
     def on_result(run, result) -> None:
         progress.advance(task)
-        if result.status in ("done", "skipped") and ingest_db:  # ingest is idempotent
-            report = run_ingest([run.run_dir], ingest_db)
-            if report.errors:
-                result.message = f"ingest: {report.errors[0].line()}"
         if not quiet or result.status == "failed":
             say(sweeps.result_line(result, id_width), progress.console)
 
     with progress:
-        results = sweeps.run_sweep(spec, force=force, on_result=on_result, on_start=on_start)
+        results = sweeps.run_sweep(spec, force=force, on_result=on_result, on_start=on_start, ingest_db=ingest_db)
     failed = [r for r in results if r.status == "failed"]
     counts = {s: sum(r.status == s for r in results) for s in ("done", "skipped", "not_applicable", "failed")}
     say(", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items()) + f" -> {spec.out_dir}")
@@ -358,24 +354,21 @@ def synth(out_dir, ranks, steps, kernels_per_step, tp, straggler, delay_us, cloc
       scaletrace synth /tmp/big --ranks 1024 --steps 4
       scaletrace synth /tmp/sweep --ranks 8,16,32 --tp 2 --straggler 3
     """
-    from pathlib import Path
-
-    from pipeline.synth import SynthRun, write_run
+    from scaletrace.pipeline.synth import sweep_specs, write_run
 
     try:
         sizes = [int(x) for x in ranks.split(",")]
     except ValueError:
         raise click.UsageError(f"--ranks wants integers, got {ranks!r}") from None
-    for n in sizes:
-        if n < 1 or n % tp:
-            raise click.UsageError(f"--ranks {n} is not a positive multiple of --tp {tp}")
-        spec = SynthRun(f"{workload}-{n}", ranks=n, steps=steps, step_us=2000, compute_us=600,
-                        kernels_per_step=kernels_per_step, tp=tp, tp_comm_us=40 if tp > 1 else 0,
-                        straggler_rank=straggler if straggler is not None and straggler < n else None,
-                        straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
-                        parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gz)
-        run = write_run(Path(out_dir), spec)
-        say(f"{run}: {_plural(n, 'rank')} × {_plural(steps, 'step')}")
+    try:
+        specs = sweep_specs(sizes, steps=steps, kernels_per_step=kernels_per_step, tp=tp, straggler=straggler,
+                            delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload, seed=seed,
+                            gzip=gz)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    for spec in specs:
+        run = write_run(out_dir, spec)
+        say(f"{run}: {_plural(spec.ranks, 'rank')} × {_plural(steps, 'step')}")
 
 
 @main.command(context_settings=CONTEXT)
@@ -390,7 +383,7 @@ def export(db, parquet_dir) -> None:
       scaletrace export --db runs.duckdb --parquet runs-parquet/
       scaletrace query rank_breakdown --db runs-parquet/
     """
-    from pipeline.export import export_parquet
+    from scaletrace.pipeline.export import export_parquet
 
     try:
         counts = export_parquet(db, parquet_dir)
@@ -400,7 +393,7 @@ def export(db, parquet_dir) -> None:
 
 
 def _write_report(db, out, runs, png, svg, quiet) -> None:
-    from reports import build_report
+    from scaletrace.reports import build_report
 
     result = build_report(db, out, runs=list(runs) or None, png_dir=png, svg_dir=svg)
     for directory in result.created_dirs:
@@ -443,7 +436,7 @@ def report(db, out, runs, png, svg, quiet) -> None:
       scaletrace report --db demo.duckdb -o demo.html
       scaletrace report --db runs.duckdb --runs llama-8 --runs llama-16 --png figures/
     """
-    from reports import ReportError
+    from scaletrace.reports import ReportError
 
     try:
         _write_report(db, out, runs, png, svg, quiet)
@@ -475,7 +468,7 @@ def run_all(paths, out_dir, png, quiet) -> None:
     """
     from pathlib import Path
 
-    from reports import ReportError
+    from scaletrace.reports import ReportError
 
     out = Path(out_dir)
     if not out.is_dir():

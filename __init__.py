@@ -1,0 +1,59 @@
+"""scaletrace: where does step time go as distributed PyTorch training scales?
+
+The one import package.  Its subpackages are the repository's folders:
+``scaletrace.collectors`` (profile training steps), ``scaletrace.pipeline``
+(ingest traces into DuckDB), ``scaletrace.queries`` (the SQL metric files),
+``scaletrace.reports`` (the HTML report); ``scaletrace.cli`` is the command
+line over them.  The public API is importable from here::
+
+    import scaletrace
+    scaletrace.ingest(["runs/llama-64"], db="runs.duckdb")
+    scaletrace.connect("runs.duckdb").query("run_summary")      # a polars DataFrame
+    scaletrace.build_report("runs.duckdb", "report.html")
+    with scaletrace.profile("runs/llama-8", run=scaletrace.RunInfo(workload="llama")) as p: ...
+
+Names are imported on first use, so ``import scaletrace`` (and the CLI's
+start-up) does not pay for polars, altair or torch until they are needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_API = {  # public name -> (module, attribute; None: the module itself)
+    "ingest": ("scaletrace.pipeline.ingest", "ingest"),
+    "IngestReport": ("scaletrace.pipeline.ingest", "IngestReport"),
+    "connect": ("scaletrace.pipeline.db", "connect"),
+    "Database": ("scaletrace.pipeline.db", "Database"),
+    "DatabaseError": ("scaletrace.pipeline.schema", "DatabaseError"),
+    "Rule": ("scaletrace.pipeline.classify", "Rule"),
+    "DEFAULT_RULES": ("scaletrace.pipeline.classify", "DEFAULT_RULES"),
+    "load_rules": ("scaletrace.pipeline.classify", "load_rules"),
+    "export_parquet": ("scaletrace.pipeline.export", "export_parquet"),
+    "QueryError": ("scaletrace.queries", "QueryError"),
+    "build_report": ("scaletrace.reports", "build_report"),
+    "headline": ("scaletrace.reports", "headline"),
+    "ReportError": ("scaletrace.reports", "ReportError"),
+    "profile": ("scaletrace.collectors", "profile"),
+    "RunInfo": ("scaletrace.collectors", "RunInfo"),
+    "ProfileConfig": ("scaletrace.collectors", "ProfileConfig"),
+    "load_sweep": ("scaletrace.collectors.sweep", "load"),
+    "run_sweep": ("scaletrace.collectors.sweep", "run_sweep"),
+    "synth": ("scaletrace.pipeline.synth", None),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name not in _API:
+        raise AttributeError(f"module 'scaletrace' has no attribute {name!r}")
+    module_name, attribute = _API[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))
