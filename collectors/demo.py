@@ -40,6 +40,8 @@ def parse_args(argv=None):
     p.add_argument("--no-profile", action="store_true", help="run without the collector")
     p.add_argument("--loss-file", default=None, help="rank 0 writes one loss per line here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                   help="fp32 weights and matmuls, or bf16 autocast over fp32 weights (mixed precision)")
     return p.parse_args(argv)
 
 
@@ -187,8 +189,9 @@ def main(argv=None) -> int:
         global_batch_size=global_batch, seq_len=args.seq_len, tokens_per_step=global_batch * args.seq_len,
         model_name=f"demo-gpt-{args.layers}x{args.hidden}", num_params=num_params,
         num_layers=args.layers, hidden_size=args.hidden, labels={"layout": args.layout},
-        # fp32 weights, no autocast: fp32 matmuls (TF32 tensor cores on CUDA when torch allows them)
-        dtype="tf32" if cuda and torch.get_float32_matmul_precision() != "highest" else "fp32",
+        # fp32 weights: fp32 matmuls (TF32 tensor cores on CUDA when torch allows them), or bf16 under autocast
+        dtype="bf16" if args.dtype == "bf16" else
+              "tf32" if cuda and torch.get_float32_matmul_precision() != "highest" else "fp32",
     )
     losses = []
     config = ProfileConfig.parse_steps(args.profile_steps)
@@ -199,7 +202,8 @@ def main(argv=None) -> int:
     for _ in range(args.steps):
         tokens = torch.randint(0, args.vocab, (args.micro_batch, args.seq_len + 1), generator=generator)
         tokens = tokens.to(device)
-        logits = model(tokens[:, :-1])
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, args.vocab).float(),
                                                  tokens[:, 1:].reshape(-1))
         loss.backward()

@@ -28,7 +28,7 @@ def _jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("run", ["h200-ddp-1", "h200-fsdp-1", "h200-plain-1"])
+@pytest.mark.parametrize("run", ["h200-ddp-1", "h200-fsdp-1", "h200-plain-1", "h200-bf16-ddp-1"])
 def test_run_level_metrics_from_the_runs_own_files(gpu_db, run):
     manifest = json.loads((RUNS / run / "run.json").read_text())
     assert manifest["device"]["name"] == "NVIDIA H200" and manifest["power"]["source"] == "nvml"
@@ -43,7 +43,7 @@ def test_run_level_metrics_from_the_runs_own_files(gpu_db, run):
 
     r = query(gpu_db, "run_summary", run_id=run).row(0, named=True)
     assert r["device_name"] == "NVIDIA H200"
-    dtype = manifest["dtype"]  # the demo: fp32 weights and matmuls ("highest" precision); plain: bf16
+    dtype = manifest["dtype"]  # the demo: fp32 ("highest" precision) or bf16 autocast; plain: bf16
     assert r["peak_flops_dtype"] == dtype and r["peak_flops_source"] == "table"
     assert r["peak_flops_per_gpu"] == H200_PEAK[dtype]
     assert r["step_time_source"] == "step_log" and r["step_time_ns"] == int(step_ns)

@@ -4,7 +4,8 @@
 # The GPU machine has torch but none of the pipeline's packages, so only collectors/ runs there.
 #   device run: bash tests/device/h200_collect.sh      (writes $OUT/gpu-runs.tar.gz, $OUT/facts.txt)
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
+mkdir -p /tmp/pp && ln -sfn "$PWD" /tmp/pp/scaletrace && export PYTHONPATH=/tmp/pp  # the repo is the package
 OUT=${OUT:-/tmp/scaletrace-gpu}; RUNS=$OUT/runs; mkdir -p "$RUNS"
 {
   nvidia-smi --query-gpu=name,power.draw,power.limit --format=csv
