@@ -4,7 +4,7 @@
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- cpu_only: HTA's breakdown needs GPU events; CPU-only traces (trace_mode 'cpu') have no rows
 -- comp_comm_overlap_pct = 100 · |U(COMPUTATION) ∩ U(COMMUNICATION)| / |U(COMMUNICATION)|,
--- over HTA's event set and kernel types (hta_events in macros.sql), rounded to
+-- over HTA's event set and kernel types (queries/macros/hta_events.sql), rounded to
 -- 2 decimals as HTA does; NULL where the rank has no communication kernels
 -- (HTA divides by zero and gives NaN).  Units: percent.
 WITH m AS (

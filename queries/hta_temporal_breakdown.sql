@@ -3,7 +3,7 @@
 -- grain: one row per run × rank (ranks with no GPU kernels in HTA's event set have no row)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- cpu_only: HTA's breakdown needs GPU events; CPU-only traces (trace_mode 'cpu') have no rows
--- Same event set and rules as HTA 0.5.0 (see hta_events in macros.sql):
+-- Same event set and rules as HTA 0.5.0 (see queries/macros/hta_events.sql):
 --   kernel_time = end of the last merged kernel interval − start of the first
 --   idle_time = kernel_time − |U(all kernels)|; compute_time = |U(HTA COMPUTATION kernels)|
 --   non_compute_time = kernel_time − compute_time − idle_time

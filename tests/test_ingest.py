@@ -114,8 +114,9 @@ def test_every_query_documents_its_grain_and_units(name):
 
 def _columns(q):
     import duckdb
-    from scaletrace.pipeline.schema import MACROS_SQL, REFERENCE_SQL, SCHEMA_SQL
+    from scaletrace.pipeline.schema import SCHEMA_SQL
+    from scaletrace.queries import definitions
     con = duckdb.connect()
-    for sql in (SCHEMA_SQL, REFERENCE_SQL, MACROS_SQL):
-        con.execute(sql.read_text())
+    con.execute(SCHEMA_SQL.read_text())
+    definitions.register(con)
     return con.sql(q.sql, params={p: None for p in q.params}).columns
