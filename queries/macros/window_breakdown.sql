@@ -8,9 +8,9 @@
 -- |U(all)|; idle = span − busy; compute, comm, memory = |U(kind)|; overlap =
 -- |U(compute) ∩ U(comm)| = compute + comm − cc; exposed_comm = cc − compute;
 -- exposed_memory = ccm − cc; other = busy − ccm.
--- overlap_pct = 100 · overlap ÷ comm (HTA's overlap; NULL without comm);
+-- overlap_pct_of_comm = 100 · overlap ÷ comm (HTA's overlap; NULL without comm);
 -- exposed_comm_pct = 100 · exposed_comm ÷ span.
--- Units: *_ns nanoseconds, *_pct percent (0–100).
+-- Units: *_ns nanoseconds; percent (0–100): a bare *_pct of the span, *_pct_of_X of X.
 WITH u AS (
     SELECT trace_id, run_id, rank, step,
            max(last_ns) FILTER (WHERE set_name = 'all') - min(first_ns) FILTER (WHERE set_name = 'all') AS span_ns,
@@ -30,6 +30,6 @@ SELECT trace_id, run_id, rank, step, span_ns, busy_ns,
        cc_ns - compute_ns AS exposed_comm_ns,
        ccm_ns - cc_ns AS exposed_memory_ns,
        busy_ns - ccm_ns AS other_ns,
-       100.0 * (compute_ns + comm_ns - cc_ns) / nullif(comm_ns, 0) AS overlap_pct,
+       100.0 * (compute_ns + comm_ns - cc_ns) / nullif(comm_ns, 0) AS overlap_pct_of_comm,
        100.0 * (cc_ns - compute_ns) / nullif(span_ns, 0) AS exposed_comm_pct
 FROM u
