@@ -32,6 +32,7 @@ writes them into the file, for the plain ``duckdb`` CLI.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
@@ -87,8 +88,15 @@ def _files() -> list[tuple[Path, str]]:
 
 def load() -> list[Definition]:
     """Every definition, checked, in creation order (each after what it depends on)."""
+    # parsed once per state of the files (every connection registers them; an edit is seen)
+    stamps = tuple((path, kind, path.stat().st_mtime_ns, path.stat().st_size) for path, kind in _files())
+    return list(_load(stamps))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(stamps: tuple) -> tuple[Definition, ...]:
     defs: dict[str, Definition] = {}
-    for path, kind in _files():
+    for path, kind, *_ in stamps:
         d = parse(path.read_text(), path, kind)
         if d.name in defs:
             raise QueryError(f"{path}: '{d.name}' is also defined by {defs[d.name].path}")
@@ -99,7 +107,7 @@ def load() -> list[Definition]:
         order = list(TopologicalSorter({n: d.depends for n, d in defs.items()}).static_order())
     except CycleError as exc:
         raise QueryError(f"definitions depend on each other in a cycle: {' -> '.join(exc.args[1])}") from None
-    return [defs[n] for n in order]
+    return tuple(defs[n] for n in order)
 
 
 def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:

@@ -8,7 +8,9 @@ in the package, shows which one a query uses.
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -203,3 +205,10 @@ def test_every_definition_documents_itself(definition):
     assert d.description and d.grain
     header = d.path.read_text().split(d.body)[0]
     assert "Units:" in header, f"{d.path}: the header should state the units"
+
+
+def test_the_report_reads_only_query_files():
+    """reports/ holds no SQL: every number it shows comes from a query file (one definition each)."""
+    for path in sorted(Path(report_data.__file__).parent.glob("*.py")):
+        text = path.read_text()
+        assert ".sql(" not in text and ".execute(" not in text and not re.search(r"\b(SELECT|FROM|WITH)\s", text), path
