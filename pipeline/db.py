@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from scaletrace import queries
-from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting
+from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting, register_definitions
 
 # Query parameters that must name something in the database, so that a typo is an
 # error and not an empty table: parameter -> (what it names, plural, SQL of the known values).
@@ -21,7 +21,9 @@ MAX_LISTED = 20  # known values named in one error line
 
 class Database:
     """A scaletrace DuckDB file opened read-only, or a directory written by
-    ``scaletrace export --parquet`` (read through views).
+    ``scaletrace export --parquet`` (read through views).  Either way the
+    connection carries this version's macros and reference tables, never the
+    copies an older version stored in the file (queries/definitions.py).
 
     >>> db = connect("scaletrace.duckdb")
     >>> db.query("rank_breakdown", run_id="param-dlrm-8rank")
@@ -41,6 +43,7 @@ class Database:
             self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
+        register_definitions(self.con, path)
 
     def query(self, name: str, **params) -> pl.DataFrame:
         """Run the named query file (see `scaletrace query --list`)."""

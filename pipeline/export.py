@@ -3,8 +3,9 @@
 ``export_parquet(db, out)`` writes every table: the event tables partitioned
 by run and rank (hive layout, ``device_events/run_id=X/rank=3/*.parquet``),
 the others as one file each (``runs.parquet``).  ``open_parquet(dir)`` gives
-an in-memory DuckDB whose views read those files, with the query macros and
-reference tables, so every query and the report run on it unchanged.
+an in-memory DuckDB whose views read those files, with the package's query
+macros and reference tables (queries/definitions.py; the export holds none),
+so every query and the report run on it unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace.pipeline.schema import MACROS_SQL, REFERENCE_SQL, DatabaseError, connect_waiting
+from scaletrace.pipeline.schema import DatabaseError, connect_waiting, register_definitions
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),
@@ -48,7 +49,7 @@ def export_parquet(db: str | Path, out: str | Path) -> dict[str, int]:
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with a view per exported table, plus macros and reference tables."""
+    """An in-memory DuckDB with a view per exported table, plus the package's macros and reference tables."""
     directory = Path(directory)
     if not (directory / "meta.parquet").is_file():
         raise DatabaseError(f"{directory}: not a scaletrace Parquet export (no meta.parquet); "
@@ -63,6 +64,5 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
         else:
             raise DatabaseError(f"{directory}: table {table} missing from the export")
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}")
-    con.execute(REFERENCE_SQL.read_text())
-    con.execute(MACROS_SQL.read_text())
+    register_definitions(con, directory)
     return con

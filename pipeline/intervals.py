@@ -7,7 +7,7 @@ belongs to the step that launched it) and every *set* of kinds:
 
 the length of the union of the set's intervals, its first start and last
 end.  Every breakdown metric follows by inclusion-exclusion, e.g.
-|U(compute) ∩ U(comm)| = compute + comm − cc (queries/macros.sql).  The
+|U(compute) ∩ U(comm)| = compute + comm − cc (queries/macros/window_breakdown.sql).  The
 merged compute intervals of the whole trace are kept too, for the exposed
 part of each communication event.  Vectorised with numpy: 8 bytes per event
 and per column, whatever the trace's size.

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace import queries
+from scaletrace.queries import definitions
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
-MACROS_SQL = Path(queries.__file__).with_name("macros.sql")
-REFERENCE_SQL = Path(queries.__file__).with_name("reference.sql")
 SCHEMA_VERSION = "1"
 CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
 
@@ -59,11 +57,24 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None) ->
     con = connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
-    con.execute(REFERENCE_SQL.read_text())
-    con.execute(MACROS_SQL.read_text())
+    # the stored copies (for the plain duckdb CLI) are rewritten on every write; this
+    # connection, like every other, uses the package's own (TEMP) definitions
+    definitions.register(con, persist=True)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     con.execute("COMMIT")
     return con
+
+
+def register_definitions(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
+    """The package's macros and reference tables on a reading connection (TEMP: they shadow
+    whatever an older version stored in the file, and need no write access)."""
+    try:
+        definitions.register(con)
+    except duckdb.Error as exc:
+        # DuckDB binds a macro when it is created: a database without a table the
+        # definitions read (written by a much older version) fails here
+        raise DatabaseError(f"{source}: lacks what this version's definitions read ({_first_line(exc)}); "
+                            "ingest its traces again") from None
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,7 +1,8 @@
 """The SQL query files of scaletrace and their loader.
 
-Each ``*.sql`` file here (not ``macros.sql``) is one metric.  Its header is a
-block of ``--`` comments::
+Each ``*.sql`` file here is one metric (the relations every query builds on,
+table macros and reference tables, are one file each under ``macros/`` and
+``reference/``: see ``definitions``).  Its header is a block of ``--`` comments::
 
     -- name: rank_breakdown
     -- description: one line shown by `scaletrace query --list`
@@ -24,7 +25,6 @@ from pathlib import Path
 
 QUERY_DIR = Path(__file__).parent
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-NOT_QUERIES = {"macros", "reference"}
 
 
 class QueryError(ValueError):
@@ -43,10 +43,19 @@ def _to_str(value: object) -> str:
     return value
 
 
+def _to_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(value)
+
+
 # The parameter types a query header may declare: DuckDB type -> (words for errors, converter).
 PARAM_TYPES = {
     "VARCHAR": ("a string", _to_str),
     "BIGINT": ("an integer", _to_int),
+    "BOOLEAN": ("true or false", _to_bool),
 }
 
 
@@ -71,15 +80,25 @@ def _strip_comments(sql: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
-def parse(text: str, path: Path) -> Query:
-    header_lines = []
+@dataclass(frozen=True)
+class Header:
+    """The leading ``--`` comment block of a SQL file: its lines, ``key: value`` fields, parameters."""
+
+    lines: list[str]
+    fields: dict[str, str]
+    params: dict[str, Param]  # in the order declared
+
+
+def read_header(text: str, path: Path, keys: tuple[str, ...]) -> Header:
+    """The header of ``text``; ``keys`` are the single-valued fields to collect (``param`` lines always)."""
+    lines = []
     for line in text.splitlines():
         if not line.startswith("--"):
             break
-        header_lines.append(line[2:].strip())
+        lines.append(line[2:].strip())
     fields: dict[str, str] = {}
-    params: dict[str, str] = {}
-    for line in header_lines:
+    params: dict[str, Param] = {}
+    for line in lines:
         key, _, value = line.partition(":")
         if key == "param":
             pname, ptype, pdesc = (value.split(None, 2) + ["", ""])[:3]
@@ -87,24 +106,30 @@ def parse(text: str, path: Path) -> Query:
                 raise QueryError(f"{path}: parameter '{pname}' needs a type after its name "
                                  f"({', '.join(PARAM_TYPES)}), got '{ptype}'")
             params[pname] = Param(ptype, pdesc)
-        elif key in ("name", "description", "grain", "cpu_only"):
+        elif key in keys:
             fields[key] = value.strip()
     if fields.get("name") != path.stem or "description" not in fields:
         raise QueryError(f"{path}: header needs '-- name: {path.stem}' and '-- description: ...'")
+    return Header(lines, fields, params)
+
+
+def parse(text: str, path: Path) -> Query:
+    header = read_header(text, path, ("name", "description", "grain", "cpu_only"))
     used = set(_PARAM_RE.findall(_strip_comments(text)))
-    if used != set(params):
-        raise QueryError(f"{path}: declared parameters {sorted(params)} differ from used {sorted(used)}")
-    return Query(path.stem, fields["description"], fields.get("grain", ""), params, text,
-                 "\n".join(header_lines), fields.get("cpu_only", ""))
+    if used != set(header.params):
+        raise QueryError(f"{path}: declared parameters {sorted(header.params)} differ from used {sorted(used)}")
+    fields = header.fields
+    return Query(path.stem, fields["description"], fields.get("grain", ""), header.params, text,
+                 "\n".join(header.lines), fields.get("cpu_only", ""))
 
 
 def names() -> list[str]:
-    return sorted(p.stem for p in QUERY_DIR.glob("*.sql") if p.stem not in NOT_QUERIES)
+    return sorted(p.stem for p in QUERY_DIR.glob("*.sql"))
 
 
 def load(name: str) -> Query:
     path = QUERY_DIR / f"{name}.sql"
-    if name in NOT_QUERIES or not path.is_file():
+    if not path.is_file():
         raise QueryError(f"unknown query '{name}'; known: {', '.join(names())}")
     return parse(path.read_text(), path)
 

@@ -7,7 +7,7 @@
 -- events with no launching call found use their own start time.  span is
 -- measured over the step's device events, so consecutive steps may overlap.
 -- step_cpu_ns is the ProfilerStep annotation's own duration on the CPU.
--- Columns and units as in rank_breakdown.
+-- Columns and units as in rank_breakdown (a bare *_pct: of the step's span).
 WITH b AS (
     SELECT * FROM window_breakdown(true, $run_id)
 ),
@@ -17,6 +17,6 @@ cpu AS (
 )
 SELECT b.run_id, b.rank, b.step, b.span_ns, b.busy_ns, b.idle_ns, b.compute_ns, b.comm_ns,
        b.memory_ns, b.overlap_ns, b.exposed_comm_ns, b.exposed_memory_ns, b.other_ns,
-       b.overlap_pct, b.exposed_comm_pct, cpu.step_cpu_ns
+       b.overlap_pct_of_comm, b.exposed_comm_pct, cpu.step_cpu_ns
 FROM b LEFT JOIN cpu USING (trace_id, step)
 ORDER BY b.run_id, b.rank, b.step

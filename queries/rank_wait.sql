@@ -7,8 +7,8 @@
 -- comm_ns = Σ durations = transfer_ns + wait_ns.  The wait is taken to be the
 -- first part of each kernel, so exposed_ns (Σ |event \ U(compute)|) splits into
 -- exposed_wait_ns and exposed_transfer_ns.  straggler_count = collectives on
--- which this rank arrived last.  wait_pct = 100·wait/comm.
--- Units: *_ns nanoseconds, *_pct percent.
+-- which this rank arrived last.  wait_pct_of_comm = 100·wait/comm.
+-- Units: *_ns nanoseconds, *_pct_of_comm percent of comm_ns.
 SELECT run_id, rank,
        count(*) AS num_collectives,
        sum(dur_ns)::BIGINT AS comm_ns,
@@ -18,7 +18,7 @@ SELECT run_id, rank,
        sum(exposed_transfer_ns)::BIGINT AS exposed_transfer_ns,
        sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
        count(*) FILTER (WHERE straggler_rank = rank AND num_ranks > 1) AS straggler_count,
-       100.0 * sum(wait_ns) / nullif(sum(dur_ns), 0) AS wait_pct
+       100.0 * sum(wait_ns) / nullif(sum(dur_ns), 0) AS wait_pct_of_comm
 FROM collective_waits($run_id)
 GROUP BY run_id, rank
 ORDER BY run_id, rank

@@ -34,7 +34,7 @@ def test_micro_2rank_rank0_whole_trace(fixtures_db):
     assert r["span_ns"] == span * US
     assert r["busy_ns"] == busy * US
     assert r["idle_ns"] == (span - busy) * US
-    assert r["overlap_pct"] == pytest.approx(100 * overlap / comm)
+    assert r["overlap_pct_of_comm"] == pytest.approx(100 * overlap / comm)
     assert r["exposed_comm_pct"] == pytest.approx(100 * (comm - overlap) / span)
 
 

@@ -1,7 +1,7 @@
 """The device peak table: the name Kineto / NVML reports for each device -> its data-sheet peak.
 
 Expected figures are transcribed here from the vendors' data sheets (dense, i.e. the "with
-sparsity" figure halved), independently of queries/reference.sql."""
+sparsity" figure halved), independently of queries/reference/device_peaks.sql."""
 
 from __future__ import annotations
 

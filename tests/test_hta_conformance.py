@@ -42,7 +42,9 @@ def test_matches_hta(run_id, shared_db, shared_traces):
         m = mine[int(r["rank"])]
         for col in ("idle_time", "compute_time", "non_compute_time", "kernel_time"):
             assert m[f"{col}_us"] == pytest.approx(float(r[f"{col}(us)"]), abs=1e-6), (col, r)  # exact: same µs
-    mine_ov = {r["rank"]: r["comp_comm_overlap_pct"]
+        for col in ("idle_time", "compute_time", "non_compute_time"):  # HTA's *_pctg: ÷ its kernel_time
+            assert m[f"{col}_pct_of_kernel_time"] == pytest.approx(float(r[f"{col}_pctg"]), abs=0.01), (col, r)
+    mine_ov = {r["rank"]: r["comp_comm_overlap_pct_of_comm"]
                for r in query(shared_db, "hta_comm_comp_overlap", run_id=run_id).iter_rows(named=True)}
     for r in overlap.to_dict("records"):
         theirs = float(r["comp_comm_overlap_pctg"])

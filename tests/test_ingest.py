@@ -108,14 +108,50 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
 def test_every_query_documents_its_grain_and_units(name):
     q = queries.load(name)
     assert q.grain and q.description
-    odd = [c for c in _columns(q) if not c.endswith(UNIT_SUFFIXES) and c not in UNITLESS]
+    odd = [c for c in _columns(q) if not c.endswith(UNIT_SUFFIXES) and "_pct_of_" not in c and c not in UNITLESS]
     assert not odd, f"columns without a unit suffix: {odd}"
+
+
+# The README's percentage convention (section "Queries"): a bare `<part>_pct` is 100 · part ÷ the
+# window's span (its mean over ranks at run grain); any other denominator is named after
+# `_pct_of_` (`overlap_pct_of_comm`); a named ratio whose definition fixes its denominator keeps its
+# name (MFU ÷ peak FLOP/s, an efficiency ÷ the ideal).  A new bare `_pct` column joins one of these
+# sets only if it is one of these things.
+SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct",
+               "overlapped_comm_pct", "group_exposed_comm_pct"}
+NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct"}
+
+
+@pytest.mark.parametrize("name", queries.names())
+def test_every_percentage_names_its_denominator_or_is_a_share_of_the_span(name, fixtures_db):
+    result = query(fixtures_db, name)
+    for column in [c for c in result.columns if "_pct" in c]:
+        part, _, denominator = column.partition("_pct_of_")
+        if not denominator:
+            assert column.endswith("_pct") and column in SPAN_SHARES | NAMED_RATIOS, \
+                f"{name}.{column}: a bare _pct is a share of the span or a named ratio; else say _pct_of_<what>"
+            part, denominator = column.removesuffix("_pct"), "span" if column in SPAN_SHARES else ""
+        _check_ratio(result, column, part, denominator)
+
+
+def _check_ratio(df, column: str, part: str, whole: str) -> int:
+    """Where the row carries both part and whole (same time unit), the percentage is 100 · part ÷ whole
+    (to HTA's 2 decimals): on the micro fixtures, rank_breakdown, rank_step_breakdown, rank_wait,
+    exposed_comm_by_group and hta_temporal_breakdown.  Returns the rows checked."""
+    for unit in ("_ns", "_us"):
+        if part + unit in df.columns and whole + unit in df.columns:
+            rows = df.filter(df[whole + unit] > 0).select(column, part + unit, whole + unit).rows()
+            for pct, p, w in rows:
+                assert pct == pytest.approx(100 * p / w, abs=0.006), (column, p, w)
+            return len(rows)
+    return 0
 
 
 def _columns(q):
     import duckdb
-    from scaletrace.pipeline.schema import MACROS_SQL, REFERENCE_SQL, SCHEMA_SQL
+    from scaletrace.pipeline.schema import SCHEMA_SQL
+    from scaletrace.queries import definitions
     con = duckdb.connect()
-    for sql in (SCHEMA_SQL, REFERENCE_SQL, MACROS_SQL):
-        con.execute(sql.read_text())
+    con.execute(SCHEMA_SQL.read_text())
+    definitions.register(con)
     return con.sql(q.sql, params={p: None for p in q.params}).columns

@@ -44,6 +44,10 @@ def test_only_top_level_name_is_scaletrace(wheel):
                    "scaletrace/queries/run_summary.sql", "scaletrace/pipeline/schema.sql",
                    "scaletrace/collectors/demo_sweep.toml"):
         assert needed in names
+    # every definition file (one per macro / reference table) registered on each connection
+    for folder in ("macros", "reference"):
+        files = sorted((ROOT / "queries" / folder).glob("*.sql"))
+        assert files and all(f"scaletrace/queries/{folder}/{f.name}" in names for f in files)
 
 
 def test_installed_wheel_imports_and_collects(wheel, tmp_path):

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaletrace.pipeline import intervals
-from scaletrace.pipeline.schema import MACROS_SQL, SCHEMA_SQL
+from scaletrace.pipeline.schema import SCHEMA_SQL
+from scaletrace.queries import definitions
 
 KINDS = ["compute", "comm", "memory", "sync", "other"]
 event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60))
@@ -28,7 +29,7 @@ def breakdown(events: list[tuple[str, int, int]]) -> dict:
     rows, _ = intervals.window_unions(kinds, starts, ends, np.zeros(len(events), dtype=np.int64), none)
     con = duckdb.connect()
     con.execute(SCHEMA_SQL.read_text())
-    con.execute(MACROS_SQL.read_text())
+    definitions.register(con)
     if rows:
         con.executemany("INSERT INTO interval_unions VALUES (1, 'r', 0, ?, ?, ?, ?, ?)", rows)
     rel = con.sql("SELECT * FROM window_breakdown(false, NULL)")

@@ -1,29 +1,16 @@
--- Reference tables, rewritten by every ingest (one place for each decision).
-
--- dtype_sizes: bytes per element of the dtype names PyTorch writes in
--- record_param_comms / NCCL kernel args (`dtype`), matched case-insensitively
--- after stripping a `c10::` prefix.
-CREATE OR REPLACE TABLE dtype_sizes AS
-SELECT * FROM (VALUES
-    ('float', 4), ('float32', 4), ('double', 8), ('float64', 8),
-    ('half', 2), ('float16', 2), ('bfloat16', 2),
-    ('float8_e4m3fn', 1), ('float8_e5m2', 1), ('float8_e4m3fnuz', 1), ('float8_e5m2fnuz', 1),
-    ('long', 8), ('int64', 8), ('int', 4), ('int32', 4), ('short', 2), ('int16', 2),
-    ('char', 1), ('signed char', 1), ('byte', 1), ('unsigned char', 1), ('int8', 1), ('uint8', 1),
-    ('bool', 1), ('complexfloat', 8), ('complexdouble', 16)
-) AS t(dtype, bytes);
-
--- device_peaks: peak FLOP/s per device and compute dtype, from the vendor
--- data sheets (each row names its source).  Dense figures (the data sheets'
--- "with sparsity" figures halved): bf16 / fp16 = dense tensor-core BF16 / FP16;
--- tf32 = dense TF32 tensor core (AMD's TF32 / XF32 figure on CDNA3);
--- fp32 = plain FP32 (non-tensor on NVIDIA; the FP32 matrix rate on AMD, which
--- rocBLAS uses for fp32 GEMMs).  NULL: the device has no such path or the
--- data sheet gives none.  A run's device name matches the longest `pattern`
--- it contains (case-insensitive): "NVIDIA H100 NVL" is the NVL row, not
--- "H100".  Which dtype a run uses: run.json `dtype` (bf16 when unknown; fp16
--- on devices without bf16); run.json `device.peak_flops` overrides the table.
-CREATE OR REPLACE TABLE device_peaks AS
+-- name: device_peaks
+-- description: Peak FLOP/s per device and compute dtype, from the vendor data sheets (each row names its source).
+-- grain: one row per device name pattern
+-- Dense figures (the data sheets' "with sparsity" figures halved): bf16 / fp16
+-- = dense tensor-core BF16 / FP16; tf32 = dense TF32 tensor core (AMD's TF32
+-- / XF32 figure on CDNA3); fp32 = plain FP32 (non-tensor on NVIDIA; the FP32
+-- matrix rate on AMD, which rocBLAS uses for fp32 GEMMs).  NULL: the device
+-- has no such path or the data sheet gives none.  A run's device name matches
+-- the longest `pattern` it contains (case-insensitive): "NVIDIA H100 NVL" is
+-- the NVL row, not "H100".  Which dtype a run uses: run.json `dtype` (bf16
+-- when unknown; fp16 on devices without bf16); run.json `device.peak_flops`
+-- overrides the table (run_metrics).
+-- Units: bf16, fp16, tf32, fp32 FLOP/s per GPU (the rows below are TFLOP/s × 1e12).
 SELECT pattern, bf16 * 1e12 AS bf16, fp16 * 1e12 AS fp16, tf32 * 1e12 AS tf32, fp32 * 1e12 AS fp32, source
 FROM (VALUES
     -- pattern      bf16     fp16     tf32    fp32   source (TFLOP/s, dense)
@@ -51,11 +38,4 @@ FROM (VALUES
     ('MI300A',      980.6,   980.6,   490.3,  122.6, 'AMD Instinct MI300A data sheet'),
     ('MI300X',      1307.4,  1307.4,  653.7,  163.4, 'AMD Instinct MI300X data sheet'),
     ('MI325X',      1307.4,  1307.4,  653.7,  163.4, 'AMD Instinct MI325X data sheet')
-) AS t(pattern, bf16, fp16, tf32, fp32, source);
-
--- compute_dtypes: the names run.json `dtype` may use -> the device_peaks column.
-CREATE OR REPLACE TABLE compute_dtypes AS
-SELECT * FROM (VALUES
-    ('bf16', 'bf16'), ('bfloat16', 'bf16'), ('fp16', 'fp16'), ('float16', 'fp16'), ('half', 'fp16'),
-    ('tf32', 'tf32'), ('fp32', 'fp32'), ('float32', 'fp32'), ('float', 'fp32')
-) AS t(name, peak_dtype);
+) AS t(pattern, bf16, fp16, tf32, fp32, source)

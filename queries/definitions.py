@@ -1,0 +1,134 @@
+"""The relations every query builds on, registered from the package on every connection.
+
+One relation per file, as in dbt: ``macros/<name>.sql`` is a table macro and
+``reference/<name>.sql`` a reference table (data: dtype sizes, device peaks).
+A file holds the relation's header and its ``SELECT``; the loader writes the
+``CREATE``.  Adding a macro is adding one file::
+
+    -- name: window_breakdown
+    -- description: one line: what a row says
+    -- grain: one row per trace × window
+    -- param: per_step BOOLEAN true: ProfilerStep windows; false: the whole trace
+    -- param: run VARCHAR a run_id, or NULL for every run
+    -- depends: window_unions
+    -- (free text: definition, units)
+    SELECT ... FROM window_unions(per_step, run) ...
+
+``param`` lines are the macro's parameters, in order (the type documents what
+to pass; DuckDB macro parameters are untyped).  ``depends`` names the other
+definitions the body reads; the loader refuses a file whose declared and used
+dependencies differ, one that depends on a definition no file defines, and a
+cycle, and creates the definitions in dependency order (DuckDB binds a table
+macro's body when the macro is created, so what it reads must exist first).
+
+``register(con)`` creates them as TEMP macros and tables.  DuckDB allows
+temporary objects on a read-only connection and looks a name up in the
+temporary catalog before the database file's (DuckDB's CREATE MACRO docs:
+TEMPORARY means "not to be persisted"; its catalog search path,
+src/catalog/catalog_search_path.cpp, puts ``temp`` first; both checked on
+DuckDB 2.0.1 and in tests/test_definitions.py), so the numbers always follow
+the installed version, whatever definitions an older version stored in the
+file.  ``register(con, persist=True)`` (ingest) also
+writes them into the file, for the plain ``duckdb`` CLI.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import duckdb
+
+from scaletrace.queries import QUERY_DIR, QueryError, _strip_comments, read_header
+
+MACRO_DIR = QUERY_DIR / "macros"
+REFERENCE_DIR = QUERY_DIR / "reference"
+
+
+@dataclass(frozen=True)
+class Definition:
+    name: str
+    kind: str  # "macro" (macros/) or "table" (reference/)
+    description: str
+    grain: str
+    params: tuple[str, ...]  # the macro's parameters, in order
+    depends: tuple[str, ...]  # the other definitions its body reads, as declared
+    body: str  # the SELECT
+    path: Path
+
+    def create_sql(self, temporary: bool) -> str:
+        temp = "TEMP " if temporary else ""
+        if self.kind == "macro":
+            return f"CREATE OR REPLACE {temp}MACRO {self.name}({', '.join(self.params)}) AS TABLE\n{self.body}"
+        return f"CREATE OR REPLACE {temp}TABLE {self.name} AS\n{self.body}"
+
+
+def parse(text: str, path: Path, kind: str) -> Definition:
+    header = read_header(text, path, ("name", "description", "grain", "depends"))
+    if kind == "table" and header.params:
+        raise QueryError(f"{path}: a reference table takes no parameters")
+    body = "\n".join(text.splitlines()[len(header.lines):]).strip().rstrip(";").strip()
+    try:
+        statements = duckdb.extract_statements(body)
+    except duckdb.Error as exc:
+        raise QueryError(f"{path}: {str(exc).strip().splitlines()[0]}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        raise QueryError(f"{path}: the body must be one SELECT after the header (the loader writes the CREATE)")
+    depends = tuple(d.strip() for d in header.fields.get("depends", "").split(",") if d.strip())
+    return Definition(path.stem, kind, header.fields["description"], header.fields.get("grain", ""),
+                      tuple(header.params), depends, body, path)
+
+
+def _files() -> list[tuple[Path, str]]:
+    return [(p, "macro") for p in sorted(MACRO_DIR.glob("*.sql"))] + \
+           [(p, "table") for p in sorted(REFERENCE_DIR.glob("*.sql"))]
+
+
+def load() -> list[Definition]:
+    """Every definition, checked, in creation order (each after what it depends on)."""
+    # parsed once per state of the files (every connection registers them; an edit is seen)
+    stamps = tuple((path, kind, path.stat().st_mtime_ns, path.stat().st_size) for path, kind in _files())
+    return list(_load(stamps))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(stamps: tuple) -> tuple[Definition, ...]:
+    defs: dict[str, Definition] = {}
+    for path, kind, *_ in stamps:
+        d = parse(path.read_text(), path, kind)
+        if d.name in defs:
+            raise QueryError(f"{path}: '{d.name}' is also defined by {defs[d.name].path}")
+        defs[d.name] = d
+    for d in defs.values():
+        _check_depends(d, defs)
+    try:
+        order = list(TopologicalSorter({n: d.depends for n, d in defs.items()}).static_order())
+    except CycleError as exc:
+        raise QueryError(f"definitions depend on each other in a cycle: {' -> '.join(exc.args[1])}") from None
+    return tuple(defs[n] for n in order)
+
+
+def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:
+    missing = [n for n in d.depends if n not in defs]
+    if missing:
+        raise QueryError(f"{d.path}: depends on {', '.join(missing)}, which no file in "
+                         f"{MACRO_DIR.name}/ or {REFERENCE_DIR.name}/ defines")
+    code = _strip_comments(d.body)
+    used = {n for n in defs if n != d.name and re.search(rf"\b{re.escape(n)}\b", code)}
+    if used != set(d.depends):
+        raise QueryError(f"{d.path}: declared dependencies {sorted(d.depends)} differ from the "
+                         f"definitions it uses {sorted(used)} (header line: -- depends: {', '.join(sorted(used))})")
+
+
+def register(con: duckdb.DuckDBPyConnection, persist: bool = False) -> None:
+    """Create every definition on ``con`` as a TEMP macro / table; with ``persist``, first also
+    (re)write the stored copies in the database file (the caller holds the transaction)."""
+    defs = load()
+    if persist:
+        for d in defs:
+            con.execute(d.create_sql(temporary=False))
+    for d in defs:
+        con.execute(d.create_sql(temporary=True))

@@ -1,0 +1,142 @@
+-- name: run_metrics
+-- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
+-- grain: one row per run
+-- param: run VARCHAR a run_id, or NULL for every run
+-- depends: window_breakdown, device_peaks, compute_dtypes
+-- The definitions of every column are in queries/run_summary.sql (which
+-- returns this relation) and the README ("Run level and across runs").
+-- compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct =
+-- each part ÷ the rank's span (its whole traced window), averaged over the
+-- ranks with a span; the five sum to 100.
+-- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
+-- flops FLOP, peak FLOP/s, energy J.
+WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
+tr AS (
+    SELECT run_id, count(DISTINCT rank) AS num_ranks, max(world_size) AS trace_world_size,
+           any_value(device_name) AS trace_device_name, bool_and(trace_mode = 'cpu') AS cpu_only
+    FROM traces WHERE run IS NULL OR run_id = run GROUP BY run_id
+),
+slowest AS (
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
+    WHERE run IS NULL OR run_id = run GROUP BY run_id, step
+),
+profiler_time AS (
+    SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
+    FROM slowest GROUP BY run_id
+),
+logged AS (
+    -- the collector's wall-clock log: steps outside the profiled window, after the first
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM step_log
+    WHERE (run IS NULL OR run_id = run) AND NOT profiled AND step > 0
+    GROUP BY run_id, step
+),
+logged_time AS (
+    SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
+    FROM logged GROUP BY run_id
+),
+step_time AS (
+    SELECT run_id,
+           coalesce(l.step_time_ns, p.step_time_ns) AS step_time_ns,
+           coalesce(l.num_steps, p.num_steps) AS num_steps,
+           CASE WHEN l.step_time_ns IS NOT NULL THEN 'step_log'
+                WHEN p.step_time_ns IS NOT NULL THEN 'profiler_step' END AS step_time_source
+    FROM profiler_time p FULL JOIN logged_time l USING (run_id)
+),
+power AS (
+    SELECT run_id, sum(mean_watts) AS watts, count(*) AS ranks_with_power
+    FROM (SELECT run_id, rank, avg(watts) AS mean_watts FROM power_samples
+          WHERE run IS NULL OR run_id = run GROUP BY run_id, rank)
+    GROUP BY run_id
+),
+shares AS (
+    -- DESIGN.md "exposed comm % of step": each part / the rank's span (its
+    -- whole traced window), averaged over the ranks with a span; the five
+    -- shares of a rank sum to 100, so their means do too
+    SELECT run_id,
+           avg(100.0 * compute_ns / span_ns) AS compute_pct,
+           avg(100.0 * exposed_comm_ns / span_ns) AS exposed_comm_pct,
+           avg(100.0 * exposed_memory_ns / span_ns) AS exposed_memory_pct,
+           avg(100.0 * other_ns / span_ns) AS other_pct,
+           avg(100.0 * idle_ns / span_ns) AS idle_pct
+    FROM window_breakdown(false, run) WHERE span_ns > 0 GROUP BY run_id
+),
+base AS (
+    SELECT r.*, tr.num_ranks, tr.cpu_only,
+           -- ranks sharing one host: the manifest's per-node count, else world ÷ nodes
+           coalesce(r.gpus_per_node, ceil(coalesce(r.world_size, tr.trace_world_size, tr.num_ranks)
+                                          / r.num_nodes)::INTEGER) AS ranks_per_host,
+           coalesce(r.world_size, tr.trace_world_size, tr.num_ranks) AS gpus,
+           coalesce(r.device_name, tr.trace_device_name) AS device,
+           st.step_time_ns, st.num_steps, st.step_time_source,
+           pw.watts, pw.ranks_with_power,
+           coalesce(r.flops_per_token,
+                    6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
+                    6 * r.num_params) AS fpt,
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct
+    FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
+    LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
+),
+device_row AS (
+    -- the device_peaks row of the longest pattern the device name contains
+    SELECT b.run_id, arg_max(p.pattern, length(p.pattern)) AS pattern
+    FROM base b JOIN device_peaks p ON contains(lower(b.device), lower(p.pattern))
+    GROUP BY b.run_id
+),
+peaks AS (
+    -- the run's dtype (run.json `dtype`), else bf16 (fp16 on a device without bf16)
+    SELECT b.run_id, cd.peak_dtype AS run_dtype, d.source AS table_source,
+           coalesce(cd.peak_dtype, CASE WHEN d.bf16 IS NULL AND d.fp16 IS NOT NULL THEN 'fp16'
+                                        ELSE 'bf16' END) AS table_dtype,
+           CASE table_dtype WHEN 'bf16' THEN d.bf16 WHEN 'fp16' THEN d.fp16
+                            WHEN 'tf32' THEN d.tf32 WHEN 'fp32' THEN d.fp32 END AS table_peak
+    FROM base b LEFT JOIN compute_dtypes cd ON cd.name = lower(b.dtype)
+    LEFT JOIN device_row USING (run_id) LEFT JOIN device_peaks d USING (pattern)
+),
+m AS (
+    SELECT b.*, coalesce(b.peak_flops, peaks.table_peak) AS peak,
+           CASE WHEN b.peak_flops IS NOT NULL THEN coalesce(b.peak_flops_source, 'manifest')
+                WHEN peaks.table_peak IS NOT NULL THEN 'table' END AS peak_source,
+           CASE WHEN b.peak_flops IS NOT NULL AND b.peak_flops_source = 'measured' THEN 'fp32'
+                WHEN b.peak_flops IS NOT NULL THEN peaks.run_dtype
+                WHEN peaks.table_peak IS NOT NULL THEN peaks.table_dtype END AS peak_dtype,
+           CASE WHEN b.peak_flops IS NOT NULL AND b.peak_flops_source = 'measured'
+                THEN 'measured by the collector: fp32 matrix products on the device'
+                WHEN b.peak_flops IS NOT NULL THEN 'run.json device.peak_flops'
+                WHEN peaks.table_peak IS NOT NULL
+                THEN format('dense {} peak of the device table ({}){}', peaks.table_dtype, peaks.table_source,
+                            CASE WHEN peaks.run_dtype IS NULL
+                                 THEN format('; the run''s dtype is unknown, {} assumed (set dtype in run.json)',
+                                             peaks.table_dtype) ELSE '' END) END AS peak_basis,
+           peaks.table_source, peaks.table_dtype,
+           b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
+           -- whole-job power: the mean per sampled rank, scaled to every GPU
+           b.watts * b.gpus / b.ranks_with_power AS job_watts
+    FROM base b LEFT JOIN peaks USING (run_id)
+)
+SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, num_nodes,
+       dp, tp, pp, cp, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
+       tokens_per_step,
+       tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
+       fpt AS flops_per_token, device AS device_name, peak AS peak_flops_per_gpu,
+       peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, peak_basis AS peak_flops_basis,
+       100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
+       job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
+       compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
+       concat_ws('; ',
+           CASE WHEN step_time_ns IS NULL THEN 'no ProfilerStep annotations: no step time' END,
+           CASE WHEN tokens_per_step IS NULL
+                THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json' END,
+           CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
+           CASE WHEN peak IS NULL AND table_source IS NOT NULL
+                THEN format('the device table has no {} peak for {} ({}): set device.peak_flops in run.json',
+                            table_dtype, device, table_source)
+                WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
+           CASE WHEN job_watts IS NULL
+                THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons,
+       -- NULL when there is nothing to warn about
+       nullif(concat_ws('; ',
+           CASE WHEN cpu_only AND ranks_per_host > cpu_cores
+                THEN format('CPU run with {} ranks per host on {} core{}: ranks compete for cores, so '
+                            'its step time partly measures contention, not scaling', ranks_per_host,
+                            cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END), '') AS warnings
+FROM m
