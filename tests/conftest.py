@@ -113,6 +113,11 @@ def sweep_breakdown(events) -> dict:
     return sums
 
 
+def differences(row: dict, expected: dict) -> dict:
+    """column -> (got, expected) where they differ: the failure message of the comparisons below."""
+    return {c: (row[c], value) for c, value in expected.items() if row[c] != value}
+
+
 def assert_parts_sane(row: dict) -> None:
     """Invariants of every breakdown row: each part ≥ 0, overlap and exposed comm ≤ comm."""
     assert all(row[c] >= 0 for c in BREAKDOWN_COLUMNS), row
@@ -140,7 +145,7 @@ def assert_breakdown_matches_sweep(db: Path, run_id: str | None = None) -> int:
     assert set(got) == set(windows)
     for key, window in windows.items():
         expected, row = sweep_breakdown(window), got[key]
-        assert {c: row[c] for c in BREAKDOWN_COLUMNS} == expected, key
+        assert {c: row[c] for c in BREAKDOWN_COLUMNS} == expected, (key, differences(row, expected))
         assert_parts_sane(row)
     return len(windows)
 
@@ -209,7 +214,7 @@ def assert_rank_wait_matches_reference(db: Path, run_id: str | None = None) -> N
     assert set(got) == set(expected)
     for key, sums in expected.items():
         row = got[key]
-        assert {c: row[c] for c in sums} == sums, key
+        assert {c: row[c] for c in sums} == sums, (key, differences(row, sums))
         assert min(row[c] for c in sums) >= 0, row
         assert row["exposed_wait_ns"] <= row["wait_ns"] and row["exposed_transfer_ns"] <= row["transfer_ns"], row
         assert row["exposed_ns"] <= row["comm_ns"], row

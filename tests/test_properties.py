@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import BREAKDOWN_COLUMNS, SPAN_PARTS, assert_parts_sane, sweep_breakdown
+from conftest import BREAKDOWN_COLUMNS, SPAN_PARTS, assert_parts_sane, differences, sweep_breakdown
 from scaletrace.pipeline import intervals
 from scaletrace.pipeline.schema import MACROS_SQL, SCHEMA_SQL
 
@@ -81,7 +81,7 @@ def test_every_part_matches_point_sets_in_every_window(events):
     assert set(got) == set(in_window)
     for step, mine in in_window.items():
         row, expected = got[step], point_set_breakdown([e[:3] for e in mine])
-        assert {column: row[column] for column in BREAKDOWN_COLUMNS} == expected, step
+        assert {column: row[column] for column in BREAKDOWN_COLUMNS} == expected, (step, differences(row, expected))
         assert sum(expected[part] for part in SPAN_PARTS) == expected["span_ns"]  # the reference is a partition
         assert_parts_sane(row)
 
