@@ -74,3 +74,147 @@ def write_trace(path: Path, events: list, rank: int | None = None, gz: bool = Fa
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
+
+
+# Independent references for the breakdown and cross-rank queries: plain Python over the
+# ingested events, sharing no code with pipeline/intervals.py or the SQL they check.
+
+BREAKDOWN_COLUMNS = ("span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns", "overlap_ns",
+                     "exposed_comm_ns", "exposed_memory_ns", "other_ns")
+SPAN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_memory_ns", "other_ns", "idle_ns")
+
+
+def sweep_breakdown(events) -> dict:
+    """Every *_ns column of window_breakdown for one window of events (kind, start_ns, end_ns).
+
+    A sweep over the event boundaries: between two consecutive boundaries the set of
+    kinds in progress is fixed, so each such segment counts, whole, toward one part of
+    the span (DESIGN.md "Metric definitions"): compute if a compute event covers it,
+    else exposed comm, else exposed memory, else other if any event covers it, else idle.
+    """
+    bounds = sorted(((t, delta, kind) for kind, start, end in events for t, delta in ((start, 1), (end, -1))),
+                    key=lambda bound: bound[0])
+    active = dict.fromkeys({kind for kind, _, _ in events}, 0)
+    sums = dict.fromkeys(BREAKDOWN_COLUMNS, 0)
+    prev = bounds[0][0]
+    for t, delta, kind in bounds:
+        if t > prev:
+            on = {k for k, n in active.items() if n}
+            compute, comm, memory = "compute" in on, "comm" in on, "memory" in on
+            for column, covers in (("busy_ns", on), ("compute_ns", compute), ("comm_ns", comm),
+                                   ("memory_ns", memory), ("overlap_ns", compute and comm),
+                                   ("exposed_comm_ns", comm and not compute),
+                                   ("exposed_memory_ns", memory and not (compute or comm)),
+                                   ("other_ns", on and not (compute or comm or memory)), ("idle_ns", not on)):
+                sums[column] += (t - prev) if covers else 0
+            prev = t
+        active[kind] += delta
+    sums["span_ns"] = max(end for _, _, end in events) - min(start for _, start, _ in events)
+    return sums
+
+
+def differences(row: dict, expected: dict) -> dict:
+    """column -> (got, expected) where they differ: the failure message of the comparisons below."""
+    return {c: (row[c], value) for c, value in expected.items() if row[c] != value}
+
+
+def assert_parts_sane(row: dict) -> None:
+    """Invariants of every breakdown row: each part ≥ 0, overlap and exposed comm ≤ comm."""
+    assert all(row[c] >= 0 for c in BREAKDOWN_COLUMNS), row
+    assert row["overlap_ns"] <= min(row["comm_ns"], row["compute_ns"]), row
+    assert row["exposed_comm_ns"] <= row["comm_ns"] and row["exposed_memory_ns"] <= row["memory_ns"], row
+
+
+def assert_breakdown_matches_sweep(db: Path, run_id: str | None = None) -> int:
+    """rank_breakdown and rank_step_breakdown, every *_ns column, against sweep_breakdown over
+    the ingested device events (kind, ts, dur, launching step) of each trace; returns the number
+    of windows checked."""
+    with connect(db) as database:
+        events = database.sql("SELECT run_id, rank, step, kind, ts_ns, ts_ns + dur_ns AS end_ns FROM device_events "
+                              "WHERE $run_id IS NULL OR run_id = $run_id", {"run_id": run_id})
+    windows: dict = {}
+    for r in events.iter_rows(named=True):
+        event = (r["kind"], r["ts_ns"], r["end_ns"])
+        windows.setdefault((r["run_id"], r["rank"], None), []).append(event)
+        if r["step"] is not None:
+            windows.setdefault((r["run_id"], r["rank"], r["step"]), []).append(event)
+    got = {(r["run_id"], r["rank"], None): r for r in query(db, "rank_breakdown", run_id=run_id).iter_rows(named=True)
+           if r["span_ns"] is not None}
+    got.update({(r["run_id"], r["rank"], r["step"]): r
+                for r in query(db, "rank_step_breakdown", run_id=run_id).iter_rows(named=True)})
+    assert set(got) == set(windows)
+    for key, window in windows.items():
+        expected, row = sweep_breakdown(window), got[key]
+        assert {c: row[c] for c in BREAKDOWN_COLUMNS} == expected, (key, differences(row, expected))
+        assert_parts_sane(row)
+    return len(windows)
+
+
+def union(intervals) -> list[tuple[int, int]]:
+    """The sorted, disjoint union of [start, end) intervals."""
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif end > start:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def uncovered(start: int, end: int, islands: list[tuple[int, int]]) -> int:
+    """|[start, end) \\ U(islands)|."""
+    return (end - start) - sum(max(0, min(end, e) - max(start, s)) for s, e in islands)
+
+
+def rank_wait_reference(db: Path, run_id: str | None = None) -> dict:
+    """rank_wait's columns per (run_id, rank), from the raw per-rank collectives (start,
+    duration, process group, sequence number) and compute events, matched here (DESIGN.md
+    "Cross-rank"): the k-th collective of a process group on each rank (by the trace's
+    sequence number, else by start order on the rank) is one collective; transfer = the
+    shortest of its durations, wait = this rank's duration − transfer, taken as the first
+    part of the kernel; exposed = |event \\ U(compute)|, exposed wait = |[start, start +
+    wait) \\ U(compute)|, exposed transfer = the rest of the exposed part."""
+    with connect(db) as database:
+        rows = database.sql("SELECT run_id, rank, trace_id, event_id, coalesce(pg_name, '?') AS pg, seq, ts_ns, dur_ns "
+                            "FROM collectives WHERE $run_id IS NULL OR run_id = $run_id", {"run_id": run_id})
+        compute = database.sql("SELECT trace_id, ts_ns, ts_ns + dur_ns AS end_ns FROM device_events "
+                               "WHERE kind = 'compute' AND ($run_id IS NULL OR run_id = $run_id)", {"run_id": run_id})
+    islands: dict = {}
+    for r in compute.iter_rows(named=True):
+        islands.setdefault(r["trace_id"], []).append((r["ts_ns"], r["end_ns"]))
+    islands = {trace: union(spans) for trace, spans in islands.items()}
+    events = sorted(rows.iter_rows(named=True), key=lambda r: (r["ts_ns"], r["event_id"]))
+    order: dict = {}
+    matched: dict = {}
+    for r in events:
+        nth = order[r["trace_id"], r["pg"]] = order.get((r["trace_id"], r["pg"]), -1) + 1
+        matched.setdefault((r["run_id"], r["pg"], nth if r["seq"] is None else r["seq"]), []).append(r)
+    out: dict = {}
+    for instances in matched.values():
+        transfer = min(r["dur_ns"] for r in instances)
+        for r in instances:
+            start, wait, own = r["ts_ns"], r["dur_ns"] - transfer, islands.get(r["trace_id"], [])
+            exposed = uncovered(start, start + r["dur_ns"], own)
+            exposed_wait = uncovered(start, start + wait, own)
+            sums = out.setdefault((r["run_id"], r["rank"]), dict.fromkeys(
+                ("num_collectives", "comm_ns", "transfer_ns", "wait_ns", "exposed_ns", "exposed_wait_ns",
+                 "exposed_transfer_ns"), 0))
+            for column, value in (("num_collectives", 1), ("comm_ns", r["dur_ns"]), ("transfer_ns", transfer),
+                                  ("wait_ns", wait), ("exposed_ns", exposed), ("exposed_wait_ns", exposed_wait),
+                                  ("exposed_transfer_ns", exposed - exposed_wait)):
+                sums[column] += value
+    return out
+
+
+def assert_rank_wait_matches_reference(db: Path, run_id: str | None = None) -> None:
+    """rank_wait against rank_wait_reference, with its bounds: every part ≥ 0, each exposed
+    part ≤ the part it is exposed of."""
+    expected = rank_wait_reference(db, run_id)
+    got = {(r["run_id"], r["rank"]): r for r in query(db, "rank_wait", run_id=run_id).iter_rows(named=True)}
+    assert set(got) == set(expected)
+    for key, sums in expected.items():
+        row = got[key]
+        assert {c: row[c] for c in sums} == sums, (key, differences(row, sums))
+        assert min(row[c] for c in sums) >= 0, row
+        assert row["exposed_wait_ns"] <= row["wait_ns"] and row["exposed_transfer_ns"] <= row["transfer_ns"], row
+        assert row["exposed_ns"] <= row["comm_ns"], row

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from conftest import FIXTURES, query
+from conftest import FIXTURES, assert_breakdown_matches_sweep, query
 from scaletrace.pipeline import connect, ingest
 
 RUNS = FIXTURES / "h200"
@@ -65,3 +65,9 @@ def test_a_world_of_one_has_collective_calls_but_no_comm_kernels(gpu_db):
     assert "comm" not in kinds and kinds["memory"] > 0 and kinds["compute"] > 0
     # 3 profiled steps: an all_reduce per parameter (weight, bias), one all_gather
     assert dict(calls.iter_rows()) == {"nccl:all_reduce": 3 * 2, "nccl:_all_gather_base": 3 * 1}
+
+
+def test_every_part_of_the_breakdown_matches_an_interval_sweep(gpu_db):
+    """rank_breakdown and rank_step_breakdown of the three GPU runs (compute kernels, memcpy and
+    memset: exposed memory > 0) against conftest.sweep_breakdown over their ingested events."""
+    assert assert_breakdown_matches_sweep(gpu_db) == 3 * (1 + 3)  # 3 runs: the trace and 3 profiled steps

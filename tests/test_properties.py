@@ -2,7 +2,8 @@
 against a point-set reference.
 
 The reference counts covered integer nanoseconds with Python sets: slow but
-obviously right, and independent of the merge code under test.
+obviously right, and independent of the merge code under test.  Every part of
+the span is checked on its own (their sum is the span by construction).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import BREAKDOWN_COLUMNS, SPAN_PARTS, assert_parts_sane, differences, sweep_breakdown
 from scaletrace.pipeline import intervals
 from scaletrace.pipeline.schema import SCHEMA_SQL
 from scaletrace.queries import definitions
@@ -20,51 +22,76 @@ KINDS = ["compute", "comm", "memory", "sync", "other"]
 event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60))
 
 
-def breakdown(events: list[tuple[str, int, int]]) -> dict:
-    """Unions computed as ingest does (pipeline/intervals.py), metrics by the SQL macro."""
-    kinds = np.array([intervals.KINDS.index(k) for k, _, _ in events], dtype=np.int8)
-    starts = np.array([ts for _, ts, _ in events], dtype=np.int64)
-    ends = starts + np.array([d for _, _, d in events], dtype=np.int64)
-    none = np.zeros(len(events), dtype=bool)
-    rows, _ = intervals.window_unions(kinds, starts, ends, np.zeros(len(events), dtype=np.int64), none)
+def windows(events: list[tuple[str, int, int, int | None]]) -> dict:
+    """Every window's breakdown row, the whole trace under None and each step under its number:
+    unions computed as ingest does (pipeline/intervals.py), metrics by the SQL macro."""
+    kinds = np.array([intervals.KINDS.index(k) for k, *_ in events], dtype=np.int8)
+    starts = np.array([ts for _, ts, _, _ in events], dtype=np.int64)
+    ends = starts + np.array([d for _, _, d, _ in events], dtype=np.int64)
+    has_step = np.array([s is not None for *_, s in events], dtype=bool)
+    steps = np.array([s or 0 for *_, s in events], dtype=np.int64)
+    rows, _ = intervals.window_unions(kinds, starts, ends, steps, has_step)
     con = duckdb.connect()
     con.execute(SCHEMA_SQL.read_text())
     definitions.register(con)
     if rows:
         con.executemany("INSERT INTO interval_unions VALUES (1, 'r', 0, ?, ?, ?, ?, ?)", rows)
-    rel = con.sql("SELECT * FROM window_breakdown(false, NULL)")
-    got = rel.fetchall()
-    return dict(zip(rel.columns, got[0])) if got else {}
+    found = {}
+    for per_step in (False, True):
+        rel = con.sql(f"SELECT * FROM window_breakdown({per_step}, NULL)")
+        found.update({row[rel.columns.index("step")]: dict(zip(rel.columns, row)) for row in rel.fetchall()})
+    return found
+
+
+def breakdown(events: list[tuple[str, int, int]]) -> dict:
+    """The whole trace's breakdown row (no steps)."""
+    return windows([(*e, None) for e in events]).get(None, {})
 
 
 def covered(events, kinds) -> set[int]:
     return {t for k, ts, dur in events if k in kinds for t in range(ts, ts + dur)}
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(event, min_size=1, max_size=25))
-def test_matches_point_set_reference(events):
-    r = breakdown(events)
-    compute, comm = covered(events, {"compute"}), covered(events, {"comm"})
-    memory, busy = covered(events, {"memory"}), covered(events, set(KINDS))
-    assert r["busy_ns"] == len(busy)
-    assert r["compute_ns"] == len(compute)
-    assert r["comm_ns"] == len(comm)
-    assert r["overlap_ns"] == len(compute & comm)
-    assert r["exposed_comm_ns"] == len(comm - compute)
-    assert r["exposed_memory_ns"] == len(memory - compute - comm)
-    span = max(ts + d for _, ts, d in events) - min(ts for _, ts, _ in events)
-    assert r["span_ns"] == span
+def point_set_breakdown(events: list[tuple[str, int, int]]) -> dict:
+    """Every *_ns column of one window, each counted on its own as a set of covered nanoseconds."""
+    compute, comm, memory = (covered(events, {kind}) for kind in ("compute", "comm", "memory"))
+    busy = covered(events, set(KINDS))
+    first, last = min(ts for _, ts, _ in events), max(ts + d for _, ts, d in events)
+    return {"span_ns": last - first, "busy_ns": len(busy), "comm_ns": len(comm), "memory_ns": len(memory),
+            "overlap_ns": len(compute & comm),
+            # the five parts of the span
+            "compute_ns": len(compute),
+            "exposed_comm_ns": len(comm - compute),
+            "exposed_memory_ns": len(memory - compute - comm),
+            "other_ns": len(busy - compute - comm - memory),
+            "idle_ns": len(set(range(first, last)) - busy)}
 
 
-@settings(max_examples=40, deadline=None)
+stepped_event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60),
+                          st.one_of(st.none(), st.integers(1, 4)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(stepped_event, min_size=1, max_size=25))
+def test_every_part_matches_point_sets_in_every_window(events):
+    """Each column, in the whole trace and in each step, against its own point count.  other and
+    idle are remainders in the SQL, so the five parts sum to the span whatever the unions are:
+    only a check of each part on its own can fail."""
+    got = windows(events)
+    in_window = {None: events, **{s: [e for e in events if e[3] == s] for *_, s in events if s is not None}}
+    assert set(got) == set(in_window)
+    for step, mine in in_window.items():
+        row, expected = got[step], point_set_breakdown([e[:3] for e in mine])
+        assert {column: row[column] for column in BREAKDOWN_COLUMNS} == expected, (step, differences(row, expected))
+        assert sum(expected[part] for part in SPAN_PARTS) == expected["span_ns"]  # the reference is a partition
+        assert_parts_sane(row)
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(event, min_size=1, max_size=25))
-def test_identity_and_bounds(events):
-    r = breakdown(events)
-    assert 0 <= r["exposed_comm_ns"] <= r["comm_ns"]
-    assert 0 <= r["overlap_ns"] <= min(r["comm_ns"], r["compute_ns"])
-    parts = r["compute_ns"] + r["exposed_comm_ns"] + r["exposed_memory_ns"] + r["other_ns"] + r["idle_ns"]
-    assert parts == r["span_ns"]
+def test_sweep_reference_matches_point_sets(events):
+    """conftest.sweep_breakdown, the reference of the tests over whole traces, against point sets."""
+    assert sweep_breakdown([(k, ts, ts + d) for k, ts, d in events]) == point_set_breakdown(events)
 
 
 @settings(max_examples=30, deadline=None)
@@ -81,10 +108,6 @@ def test_merge_matches_point_sets(spans):
     merged = intervals.merge([(s, s + d) for s, d in spans])
     assert all(a[1] < b[0] for a, b in zip(merged, merged[1:]))  # disjoint, sorted, gaps between
     assert sum(e - s for s, e in merged) == len({t for s, d in spans for t in range(s, s + d)})
-
-
-stepped_event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60),
-                          st.one_of(st.none(), st.integers(1, 4)))
 
 
 @settings(max_examples=100, deadline=None)
