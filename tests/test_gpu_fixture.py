@@ -68,6 +68,6 @@ def test_a_world_of_one_has_collective_calls_but_no_comm_kernels(gpu_db):
 
 
 def test_every_part_of_the_breakdown_matches_an_interval_sweep(gpu_db):
-    """rank_breakdown and rank_step_breakdown of the three GPU runs (compute kernels, memcpy and
+    """rank_breakdown and rank_step_breakdown of the four GPU runs (compute kernels, memcpy and
     memset: exposed memory > 0) against conftest.sweep_breakdown over their ingested events."""
-    assert assert_breakdown_matches_sweep(gpu_db) == 3 * (1 + 3)  # 3 runs: the trace and 3 profiled steps
+    assert assert_breakdown_matches_sweep(gpu_db) == 4 * (1 + 3)  # 4 runs: the trace and 3 profiled steps
