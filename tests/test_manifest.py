@@ -113,3 +113,25 @@ def test_collectors_need_no_duckdb():
             "print(sorted(m for m in ('duckdb', 'polars', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_pipeline_public_names_survive_their_submodule_import():
+    """pipeline/__init__ imports on first use (for the test above); importing the submodule
+    ``pipeline.ingest`` first must still leave ``pipeline.ingest`` the function."""
+    code = ("import inspect, scaletrace.pipeline.ingest, scaletrace.pipeline as p; "
+            "from scaletrace.pipeline import ingest, connect; "
+            "print(inspect.isfunction(ingest), inspect.isfunction(p.ingest), inspect.isfunction(connect))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"], out.stderr
+
+
+def test_collect_meta_keys_map_through_the_manifest_columns():
+    """``scaletrace collect --meta``: run.json paths stand for their columns; other keys are labels."""
+    from scaletrace.collectors.autostart import run_info_from_meta
+
+    run = run_info_from_meta({"workload": "w", "parallel.dp": 4, "tp": 2, "model.name": "llama",
+                              "model.num_params": 1e9, "device.peak_flops": 1e12, "device.name": "H100",
+                              "fabric": "IB"})
+    assert (run.workload, run.dp, run.tp, run.model_name) == ("w", 4, 2, "llama")
+    assert (run.num_params, run.peak_flops) == (1e9, 1e12)
+    assert run.labels == {"device.name": "H100", "fabric": "IB"}  # the device name is measured, not told
