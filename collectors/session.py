@@ -8,8 +8,9 @@
 Per rank it writes ``rank{r}.{host}.{pid}.pt.trace.json.gz`` (the Kineto
 trace of the active window), ``rank{r}.steps.jsonl`` (wall-clock time and
 tokens of every step) and, on CUDA with NVML, ``rank{r}.power.jsonl``; rank
-0 writes ``run.json`` (through ``pipeline/manifest.py``'s ``Manifest``, the type ingest reads).  The collector never breaks the job: any failure of
-the profiler, NVML or the disk turns into one warning and training goes on
+0 writes ``run.json`` (through ``pipeline/manifest.py``'s ``Manifest``, the
+type ingest reads).  The collector never breaks the job: any failure of the
+profiler, NVML or the disk turns into one warning and training goes on
 unprofiled.
 """
 

@@ -289,7 +289,7 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
             "last_ns": pa.array([r[4] for r in rows], pa.int64()),
         }),
         "compute_islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
-                             "end_ns": pa.array(isl_end, pa.int64())}),
+                                     "end_ns": pa.array(isl_end, pa.int64())}),
     }
 
 

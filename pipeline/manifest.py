@@ -72,7 +72,6 @@ class Manifest(msgspec.Struct):
     power: Optional[dict] = None  # written by the collector: power sampling source or why none
     collector: Optional[dict] = None  # written by the collector: version, schedule, problems
 
-
     @classmethod
     def from_columns(cls, columns: dict, **fields) -> "Manifest":
         """A manifest from ``runs`` column names (``{"dp": 8, "model_name": "llama"}``) and
