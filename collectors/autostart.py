@@ -35,6 +35,7 @@ import sys
 from dataclasses import fields
 
 from scaletrace.collectors.config import ProfileConfig, RunInfo
+from scaletrace.pipeline.manifest import COLUMNS
 
 TARGET = "torch.optim.optimizer"
 _state: dict = {"session": None, "optimizer": None}
@@ -42,15 +43,13 @@ _state: dict = {"session": None, "optimizer": None}
 
 def run_info_from_meta(meta: dict) -> RunInfo:
     """``{"workload": "x", "parallel.dp": 4, "model.num_params": 1e9, "fabric": "IB"}`` -> RunInfo;
-    keys that are not RunInfo fields (after dropping a ``parallel.`` / ``model.`` /
-    ``device.`` prefix) become labels."""
+    a run.json path (``parallel.dp``, ``model.name``) stands for its column (``dp``, ``model_name``:
+    ``pipeline/manifest.py``); keys that are not RunInfo fields become labels."""
     names = {f.name for f in fields(RunInfo)}
+    column_of = {".".join(path): column for column, path in COLUMNS.items()}
     run, labels = {}, {}
     for key, value in meta.items():
-        prefix, _, rest = key.partition(".")
-        short = rest if prefix in ("parallel", "model", "device") and rest else key
-        if prefix == "model" and short == "name":
-            short = "model_name"
+        short = column_of.get(key, key)
         if short in names and short != "labels":
             run[short] = value
         else:

@@ -8,8 +8,9 @@
 Per rank it writes ``rank{r}.{host}.{pid}.pt.trace.json.gz`` (the Kineto
 trace of the active window), ``rank{r}.steps.jsonl`` (wall-clock time and
 tokens of every step) and, on CUDA with NVML, ``rank{r}.power.jsonl``; rank
-0 writes ``run.json``.  The collector never breaks the job: any failure of
-the profiler, NVML or the disk turns into one warning and training goes on
+0 writes ``run.json`` (through ``pipeline/manifest.py``'s ``Manifest``, the
+type ingest reads).  The collector never breaks the job: any failure of the
+profiler, NVML or the disk turns into one warning and training goes on
 unprofiled.
 """
 
@@ -18,12 +19,13 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from scaletrace.collectors import environment
 from scaletrace.collectors.config import ProfileConfig, RunInfo
 from scaletrace.collectors.power import PowerSampler
+from scaletrace.pipeline.manifest import Manifest, write_manifest  # msgspec only: no DuckDB in the job
 
 COLLECTOR_VERSION = "1"
 
@@ -162,24 +164,18 @@ class Session:
         peak, source = r.peak_flops, "manifest" if r.peak_flops else None
         if peak is None and facts["on_cpu"]:  # no table knows a CPU's peak: measure it
             peak, source = environment.measure_peak_flops(), "measured"
-        manifest = {
-            "run_id": r.run_id or self.out_dir.name, "workload": r.workload, "scaling": r.scaling,
-            "world_size": self.world, "num_nodes": max(1, self.world // max(1, self.local_world)),
-            "gpus_per_node": self.local_world, "cpu_cores": environment.cpu_cores(), "dtype": r.dtype,
-            "parallel": {"dp": r.dp, "tp": r.tp, "pp": r.pp, "cp": r.cp},
-            "global_batch_size": r.global_batch_size, "seq_len": r.seq_len,
-            "tokens_per_step": r.tokens_per_step,
-            "model": {"name": r.model_name, "num_params": num_params, "num_layers": r.num_layers,
-                      "hidden_size": r.hidden_size, "flops_per_token": r.flops_per_token},
-            "device": {"name": facts["device"], "peak_flops": peak, "peak_flops_source": source},
-            "software": {"torch": facts["torch"], "nccl": facts["nccl"], "backend": facts["backend"]},
-            "hosts": [environment.host()],
-            "labels": r.labels,
-            "power": self._power_status(),
-            "collector": {"version": COLLECTOR_VERSION, "schedule": asdict(self.config),
-                          "steps_logged": len(self.steps), "problem": self.failed},
-        }
-        (self.out_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        columns = {f.name: getattr(r, f.name) for f in fields(r) if f.name != "labels"}  # RunInfo: column names
+        columns.update(
+            run_id=r.run_id or self.out_dir.name, world_size=self.world,
+            num_nodes=max(1, self.world // max(1, self.local_world)), gpus_per_node=self.local_world,
+            cpu_cores=environment.cpu_cores(), num_params=num_params, device_name=facts["device"],
+            peak_flops=peak, peak_flops_source=source)
+        software = {k: None if facts[k] is None else str(facts[k]) for k in ("torch", "nccl", "backend")}
+        manifest = Manifest.from_columns(
+            columns, software=software, hosts=[environment.host()], labels=r.labels, power=self._power_status(),
+            collector={"version": COLLECTOR_VERSION, "schedule": asdict(self.config),
+                       "steps_logged": len(self.steps), "problem": self.failed})
+        write_manifest(self.out_dir, manifest)
 
 
 def profile(out_dir: str | Path, run: RunInfo | None = None, config: ProfileConfig | None = None,

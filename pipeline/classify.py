@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-KINDS = ("compute", "comm", "memory", "sync", "other")
+from scaletrace.pipeline import vocabulary as vocab
+from scaletrace.pipeline.vocabulary import KINDS
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class Rule:
     match: ``contains`` / ``prefix`` / ``exact`` / ``regex`` (``re.search``); comparisons ignore case.
     pattern: the text to look for.
     kind: the kind given on a match.
+
+    A gpu-side ``cat`` rule with ``exact`` match also makes its category device activity
+    (:func:`device_categories`): that is how a rules file adds a category.
     """
 
     side: str
@@ -56,47 +60,38 @@ class Rule:
         return text == pattern
 
 
-WAIT_PATTERN = r"^_?c10d_functional::wait_tensor$|^c10d::wait$|work\w*::wait$|processgroup\w*::wait$"
-
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("gpu", "name", "contains", "nccl", "comm"),
     Rule("gpu", "name", "contains", "rccl", "comm"),
     Rule("gpu", "name", "prefix", "hccl", "comm"),
-    Rule("gpu", "cat", "exact", "gpu_memcpy", "memory"),
-    Rule("gpu", "cat", "exact", "gpu_memset", "memory"),
-    Rule("gpu", "cat", "exact", "memcpy", "memory"),  # 2021 schema: "Memcpy"
-    Rule("gpu", "cat", "exact", "memset", "memory"),  # 2021 schema: "Memset"
+    *(Rule("gpu", "cat", "exact", cat, "memory") for cat in vocab.MEMORY_CATS),  # 2021 schema: "Memcpy"
     Rule("gpu", "name", "prefix", "memcpy", "memory"),
     Rule("gpu", "name", "prefix", "memset", "memory"),
     Rule("gpu", "name", "prefix", "hipmemcpy", "memory"),
     Rule("gpu", "name", "prefix", "hipmemset", "memory"),
     Rule("gpu", "name", "prefix", "dma", "memory"),
-    Rule("gpu", "cat", "exact", "cuda_sync", "sync"),
+    *(Rule("gpu", "cat", "exact", cat, "sync") for cat in vocab.SYNC_CATS),
     Rule("gpu", "name", "exact", "stream wait event", "sync"),
     Rule("gpu", "name", "exact", "event sync", "sync"),
     Rule("gpu", "name", "exact", "context sync", "sync"),
     Rule("gpu", "name", "exact", "stream sync", "sync"),
-    Rule("gpu", "cat", "exact", "kernel", "compute"),
-    Rule("cpu", "name", "prefix", "gloo:", "comm"),
-    Rule("cpu", "name", "prefix", "mpi:", "comm"),
-    Rule("cpu", "name", "prefix", "ucc:", "comm"),
-    # The training thread blocked on a collective (CPU traces): torch's functional-collective wait
-    # op (`_c10d_functional::wait_tensor`, the legacy `c10d_functional::wait_tensor`), `c10d::wait`,
-    # and Work / ProcessGroup wait annotations (`ProcessGroupNCCL::WorkNCCL::wait`, `Work::wait`).
-    Rule("cpu", "name", "regex", WAIT_PATTERN, "sync"),
-    Rule("cpu", "cat", "exact", "cpu_op", "compute"),
+    *(Rule("gpu", "cat", "exact", cat, "compute") for cat in vocab.KERNEL_CATS),
+    *(Rule("cpu", "name", "prefix", prefix, "comm") for prefix in vocab.CPU_COMM_PREFIXES),
+    Rule("cpu", "name", "regex", vocab.WAIT_PATTERN, "sync"),  # the training thread blocked on a collective
+    Rule("cpu", "cat", "exact", vocab.CPU_OP_CAT, "compute"),
 )
-
-# CPU ops that *are* collective calls: on CPU-only traces they and everything
-# inside them are dispatch, not compute (DESIGN.md, "Classification").  The
-# functional collectives (`_c10d_functional::all_reduce`, used by DTensor / TP)
-# dispatch to the c10d ops; their wait op is matched by the sync rule first.
-COLLECTIVE_CALL_PREFIXES = ("c10d::", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:",
-                            "_c10d_functional::", "c10d_functional::", "_c10d_functional_autograd::")
 
 
 def is_collective_call(name: str) -> bool:
-    return name.startswith(COLLECTIVE_CALL_PREFIXES)
+    """A CPU op that is a collective call (vocabulary.COLLECTIVE_CALL_PREFIXES)."""
+    return name.startswith(vocab.COLLECTIVE_CALL_PREFIXES)
+
+
+def device_categories(rules: tuple[Rule, ...]) -> frozenset[str]:
+    """The categories whose events are device activity: the vocabulary's, and every category a
+    gpu-side rule names exactly (so a rules file can add one).  Lower case, as extract compares."""
+    named = {r.pattern.lower() for r in rules if r.side == "gpu" and r.field == "cat" and r.match == "exact"}
+    return vocab.DEVICE_CATS | named
 
 
 class RulesError(ValueError):
@@ -124,10 +119,15 @@ def load_rules(path: str | Path) -> tuple[Rule, ...]:
 
 
 class Classifier:
-    """Applies a rule table, caching by (side, cat, name): names repeat a lot."""
+    """Applies a rule table, caching by (side, cat, name): names repeat a lot.
+
+    ``device_categories``: the categories extract keeps as device events under this table;
+    ``device_scan``: the byte regex that finds one of them in a file (ingest's pre-scan)."""
 
     def __init__(self, rules: tuple[Rule, ...] = DEFAULT_RULES):
         self.rules = rules
+        self.device_categories = device_categories(rules)
+        self.device_scan = vocab.category_scan(self.device_categories)
         self.classify = lru_cache(maxsize=65536)(self._classify)
 
     def _classify(self, side: str, cat: str, name: str) -> str:

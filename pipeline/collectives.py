@@ -1,28 +1,13 @@
-"""Collective names: one canonical spelling from kernel args, CPU ops or kernel names."""
+"""Collective names: one canonical spelling from kernel args, CPU ops or kernel names.
+
+The spellings themselves (prefixes, kernel-name pattern, canonical names) are ``pipeline/vocabulary.py``."""
 
 from __future__ import annotations
 
-import re
+from scaletrace.pipeline.vocabulary import (CANONICAL_COLLECTIVES, COLLECTIVE_KERNEL_RE, COLLECTIVE_NAME_NOISE,
+                                            COLLECTIVE_NAME_PREFIXES, CPU_COMM_PREFIXES, GENERIC_KERNEL_COLLECTIVE)
 
-# nccl-tests / c10d spellings -> canonical name.  Keys have "_" removed.
-_CANONICAL = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "alltoall": "all_to_all",
-    "alltoallv": "all_to_all",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "sendrecv": "send_recv",
-    "send": "send",
-    "recv": "recv",
-    "barrier": "barrier",
-    "gather": "gather",
-    "scatter": "scatter",
-}
-_NOISE = ("_into_tensor", "_coalesced", "_base", "_tensor")
-_KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
-_PREFIXES = ("c10d::", "nccl:", "gloo:", "mpi:", "ucc:")
+_PREFIXES = (*COLLECTIVE_NAME_PREFIXES, *CPU_COMM_PREFIXES)  # stripped: `nccl:all_reduce` -> `all_reduce`
 
 
 def canonical(raw: str | None) -> str | None:
@@ -34,15 +19,15 @@ def canonical(raw: str | None) -> str | None:
         if text.startswith(prefix):
             text = text[len(prefix):]
     text = text.strip("_")
-    for noise in _NOISE:
+    for noise in COLLECTIVE_NAME_NOISE:
         text = text.replace(noise, "")
     key = text.replace("_", "")
-    return _CANONICAL.get(key, text or None)
+    return CANONICAL_COLLECTIVES.get(key, text or None)
 
 
 def from_kernel_name(name: str) -> str | None:
     """``ncclKernel_AllReduce_RING_LL_Sum_float`` -> ``all_reduce``; ``Generic`` -> None."""
-    match = _KERNEL_RE.match(name)
-    if not match or match.group(1).lower() == "generic":
+    match = COLLECTIVE_KERNEL_RE.match(name)
+    if not match or match.group(1).lower() == GENERIC_KERNEL_COLLECTIVE:
         return None
     return canonical(match.group(1))

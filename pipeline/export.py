@@ -14,13 +14,11 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace.pipeline.schema import DatabaseError, connect_waiting, register_definitions
+from scaletrace.pipeline.schema import TABLES, DatabaseError, connect_waiting, register_definitions
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),
                "power_samples": ("run_id",), "interval_unions": ("run_id",), "compute_islands": ("run_id",)}
-TABLES = ("meta", "runs", "traces", "device_events", "cpu_events", "steps", "collectives", "interval_unions",
-          "compute_islands", "side_files", "step_log", "power_samples", "ingest_log")
 
 
 def _quote(path: Path) -> str:

@@ -1,8 +1,9 @@
 """Turn one decoded trace into the rows scaletrace stores (runs in a worker process).
 
-Output tables (columns as in ``pipeline/schema.sql``, without the trace key):
-``device`` (GPU events, or CPU lanes on CPU-only traces), ``cpu`` (runtime
-calls, step annotations, collective ops), ``steps`` and ``collectives``.
+Output: :class:`Extracted`, one pyarrow table per per-trace table of the
+database (columns as in ``pipeline/schema.sql``, without the trace key), and
+the file's :class:`TraceMeta`.  What counts as a device event, a runtime call,
+a step or a collective op is ``pipeline/vocabulary.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,24 +22,46 @@ from scaletrace.pipeline import collectives as coll
 from scaletrace.pipeline import intervals
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
+from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, GPU_ANNOTATION_CAT,
+                                            KINDS, PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME, STEP_RE)
 
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "cuda_sync"}
-RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
-STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-COLLECTIVE_OP_PREFIXES = ("record_param_comms", "nccl:", "c10d::", "gloo:", "mpi:", "ucc:")
+
+@dataclass
+class TraceMeta:
+    """Facts about one trace file, for its ``traces`` row (``pipeline/schema.sql``)."""
+
+    rank: int | None  # distributedInfo.rank (ingest falls back to run.json, then the file name)
+    world_size: int | None
+    backend: str | None
+    nccl_version: str | None
+    base_time_ns: int | None  # baseTimeNanoseconds
+    host: str | None
+    pid: int | None  # the most frequent CPU process id
+    device_name: str | None  # the first deviceProperties name
+    ts_fractional: bool  # some timestamp has a decimal point (HTA then rounds to µs)
+    num_events: int  # events in traceEvents
+    trace_mode: str  # "gpu" (device events present) or "cpu" (CPU-only: lanes are threads)
+    zero_duration_events: int  # device events of zero duration (kept; worth a note)
 
 
 @dataclass
 class Extracted:
-    """What one trace file yields; tables are pyarrow, ready for DuckDB."""
+    """What one trace file yields: its facts, and a pyarrow table per per-trace table of the
+    database, named as that table (columns as in ``pipeline/schema.sql``, without the trace key)."""
 
-    meta: dict
-    device: pa.Table
-    cpu: pa.Table
+    meta: TraceMeta
+    device_events: pa.Table  # GPU events, or CPU lanes on CPU-only traces
+    cpu_events: pa.Table  # runtime calls, step annotations, collective ops
     steps: pa.Table
     collectives: pa.Table
-    unions: pa.Table  # interval unions per window and set (pipeline/intervals.py)
-    islands: pa.Table  # merged compute intervals of the whole trace
+    interval_unions: pa.Table  # per window and set of kinds (pipeline/intervals.py)
+    compute_islands: pa.Table  # merged compute intervals of the whole trace
+
+    TABLES: ClassVar[tuple[str, ...]] = ("device_events", "cpu_events", "steps", "collectives",
+                                         "interval_unions", "compute_islands")
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {name: getattr(self, name) for name in self.TABLES}
 
 
 def _times(index: int, ev: Event) -> tuple[int, int]:
@@ -178,16 +202,18 @@ def _int64(values) -> pa.Array:
 
 def _needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
     """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
-    return (cat in RUNTIME_CATS or "ProfilerStep" in name or cat == "python_function"
+    return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
             or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None)
 
 
 def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             fractional: bool = False, gpu_trace: bool = True) -> Extracted:
     """``fractional``: some timestamp in the file is written with a decimal point (HTA rounds those).
-    ``gpu_trace``: the file has device categories (a byte scan says so); then only the CPU events
-    needed beside GPU activity are kept while decoding, which bounds memory."""
+    ``gpu_trace``: the file has device categories (``classifier.device_scan`` says so); then only the
+    CPU events needed beside GPU activity are kept while decoding, which bounds memory.  Device
+    categories are ``classifier.device_categories``: the vocabulary's and those its rules name."""
     raws = doc.traceEvents or []
+    device_cats = classifier.device_categories
     dev, cpu = _Columns(), _Columns()
     lower: dict = {}
     shared: dict = {None: None}  # one object per distinct name, category, pid, tid
@@ -197,11 +223,11 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
         cat = lower.get(ev.cat)
         if cat is None:
             cat = lower[ev.cat] = (ev.cat or "").lower()
-        if cat in DEVICE_CATS:
+        if cat in device_cats:
             dev.add(index, ev, cat, shared)
-        elif cat == "trace" or (cat == "python_function" and not keep_python):
+        elif cat == PROFILER_CAT or (cat == PYTHON_CAT and not keep_python):
             continue
-        elif cat == "gpu_user_annotation" and "ProfilerStep" not in (ev.name or ""):
+        elif cat == GPU_ANNOTATION_CAT and STEP_NAME not in (ev.name or ""):
             continue
         elif not gpu_trace or _needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream):
             cpu.add(index, ev, cat, shared)  # (GPU-side ProfilerSteps are kept for HTA's filter)
@@ -211,24 +237,22 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
     doc.traceEvents = raws = None  # the raw slices (and the file's bytes) are no longer needed
     step_rows = []
     for j, cat in enumerate(cpu.cat):
-        if cat != "gpu_user_annotation" and "ProfilerStep" in cpu.name[j] and cat not in RUNTIME_CATS:
+        if cat != GPU_ANNOTATION_CAT and STEP_NAME in cpu.name[j] and cat not in RUNTIME_CATS:
             match = STEP_RE.search(cpu.name[j])
             if match:
                 step = _int(int(match.group(1)), "ProfilerStep number", cpu.index[j])
                 step_rows.append((step, cpu.ts[j], cpu.ts[j] + cpu.dur[j]))
     steps = _Steps(step_rows)
-    meta = _meta(doc, fractional, num_events, cpu)
-    meta["zero_duration_events"] = dev.dur.count(0)
+    meta = TraceMeta(**_doc_facts(doc, cpu), ts_fractional=fractional, num_events=num_events,
+                     trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=dev.dur.count(0))
     if len(dev):
-        meta["trace_mode"] = "gpu"
         device, coll_rows, spans = _gpu_tables(dev, cpu, steps, classifier)
     else:
-        meta["trace_mode"] = "cpu"
         device, coll_rows, spans = _cpu_tables(cpu, steps, classifier)
     return Extracted(
         meta=meta,
-        device=device,
-        cpu=_cpu_table(cpu, cpu_only=not len(dev)),
+        device_events=device,
+        cpu_events=_cpu_table(cpu, cpu_only=not len(dev)),
         steps=pa.table({
             "step": pa.array([r[0] for r in steps.rows], pa.int64()),
             "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
@@ -242,8 +266,9 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
     """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
     starts = device["ts_ns"].to_numpy()
     ends = starts + device["dur_ns"].to_numpy()
-    kind_codes = {k: i for i, k in enumerate(intervals.KINDS)}
-    kinds = np.array([kind_codes.get(k, 4) for k in device["kind"].to_pylist()], dtype=np.int8)
+    kind_codes = {k: i for i, k in enumerate(KINDS)}
+    other = kind_codes["other"]
+    kinds = np.array([kind_codes.get(k, other) for k in device["kind"].to_pylist()], dtype=np.int8)
     step = device["step"]
     has_step = step.is_valid().to_numpy(zero_copy_only=False)
     steps = step.fill_null(0).to_numpy()
@@ -256,15 +281,15 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
                                   .append_column("ts_ns", pa.array(span_start, pa.int64()))
                                   .append_column("dur_ns", pa.array(span_end - span_start, pa.int64()))
                                   .append_column("ordinal", _ordinals(collectives, span_start)),
-        "unions": pa.table({
+        "interval_unions": pa.table({
             "step": pa.array([r[0] for r in rows], pa.int64()),
             "set_name": pa.array([r[1] for r in rows], pa.string()),
             "union_ns": pa.array([r[2] for r in rows], pa.int64()),
             "first_ns": pa.array([r[3] for r in rows], pa.int64()),
             "last_ns": pa.array([r[4] for r in rows], pa.int64()),
         }),
-        "islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
-                             "end_ns": pa.array(isl_end, pa.int64())}),
+        "compute_islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
+                                     "end_ns": pa.array(isl_end, pa.int64())}),
     }
 
 
@@ -281,7 +306,8 @@ def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
     return pa.array(ordinal, pa.int64())
 
 
-def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu: _Columns) -> dict:
+def _doc_facts(doc: TraceDoc, cpu: _Columns) -> dict:
+    """The TraceMeta fields the document's header (and its CPU pids) tell."""
     dist = doc.distributedInfo
     pids: dict = {}
     for pid in cpu.pid[:5000]:
@@ -297,8 +323,6 @@ def _meta(doc: TraceDoc, fractional: bool, num_events: int, cpu: _Columns) -> di
         "host": doc.host_name,
         "pid": max(pids, key=pids.get) if pids else None,
         "device_name": devices[0] if devices else None,
-        "ts_fractional": fractional,
-        "num_events": num_events,
     }
 
 
@@ -360,7 +384,7 @@ def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -
         source, meta = None, Args()
         collective = None
         for n in names:
-            if n.startswith(("nccl:", "c10d::")):
+            if n.startswith(COLLECTIVE_NAME_PREFIXES):
                 source, collective = "cpu_op_name", coll.canonical(n)
                 break
         if collective is None:

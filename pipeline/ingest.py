@@ -22,18 +22,16 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import schema, sidefiles
+from scaletrace.pipeline import schema, sidefiles, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, decode, unpack
-from scaletrace.pipeline.extract import extract, rank_from_filename
+from scaletrace.pipeline.extract import Extracted, TraceMeta, extract, rank_from_filename
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
 # event to whole µs (its ts column is float), and hta_* queries must do the same.
 FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
-# Any device category: the trace is a GPU trace (else CPU lanes are the activity).
-DEVICE_CAT = re.compile(rb'"cat"\s*:\s*"(?:kernel|Kernel|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_sync)"')
 
 
 @dataclass
@@ -64,12 +62,25 @@ class IngestReport:
 
 
 @dataclass
-class RunInfo:
-    run_id: str
-    run_dir: Path
+class RunDir:
+    """A run: the directory that holds its traces, and its manifest (empty when it has none)."""
+
+    run_id: str  # run.json's run_id, else the directory's name
+    path: Path
     manifest: Manifest
-    manifest_raw: str | None
+    manifest_raw: str | None  # run.json as written, for runs.manifest
     files: list[Path]
+
+
+@dataclass
+class ParsedFile:
+    """What a worker returns for one trace file (pickled back to the writing process)."""
+
+    sha256: str | None  # None: the file could not be read
+    file_bytes: int  # size on disk
+    json_bytes: int = 0  # uncompressed JSON size; 0 when not decoded
+    extracted: Extracted | None = None  # None and no error: unchanged since the last ingest
+    error: str | None = None  # one line: why the file cannot be ingested
 
 
 def is_trace_file(path: Path) -> bool:
@@ -102,34 +113,34 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
 
 
-def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool):
-    """Worker: (sha256, bytes, json_bytes, Extracted | None, error | None).
+def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool) -> ParsedFile:
+    """Worker: read, decode and extract one file (nothing when its sha256 is ``known_sha``).
 
     The file's bytes are released as soon as they are decoded (``extract`` drops the
     raw event slices after reading them), so they never coexist with the output tables."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        return None, 0, 0, None, f"cannot read file ({exc.strerror or exc})"
+        return ParsedFile(None, 0, error=f"cannot read file ({exc.strerror or exc})")
     sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
     if sha == known_sha:
-        return sha, nbytes, 0, None, None
+        return ParsedFile(sha, nbytes)
     try:
         data = unpack(raw)
         del raw
         json_bytes = len(data)
+        classifier = _classifier(rules)
         fractional = FRACTIONAL_TS.search(data) is not None
-        gpu_trace = DEVICE_CAT.search(data) is not None
+        gpu_trace = classifier.device_scan.search(data) is not None  # any device category: a GPU trace
         doc = decode(data)
         del data
-        extracted = extract(doc, _classifier(rules), keep_python, fractional, gpu_trace)
-        return sha, nbytes, json_bytes, extracted, None
+        return ParsedFile(sha, nbytes, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:
-        return sha, nbytes, 0, None, str(exc)
+        return ParsedFile(sha, nbytes, error=str(exc))
     except (OverflowError, pa.ArrowException) as exc:  # a value our checks missed: still one line
-        return sha, nbytes, 0, None, f"a value does not fit its column ({str(exc).splitlines()[0]})"
+        return ParsedFile(sha, nbytes, error=f"a value does not fit its column ({str(exc).splitlines()[0]})")
     except (MemoryError, RecursionError) as exc:
-        return sha, nbytes, 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
+        return ParsedFile(sha, nbytes, error=f"too large or deeply nested to parse ({type(exc).__name__})")
 
 
 _CLASSIFIERS: dict = {}
@@ -194,7 +205,7 @@ def ingest(
     return report
 
 
-def _missing_ranks(con, run: RunInfo) -> list[Outcome]:
+def _missing_ranks(con, run: RunDir) -> list[Outcome]:
     """A note when the run's world size says there are ranks without a trace."""
     rows = con.execute(
         "SELECT list(DISTINCT rank ORDER BY rank), max(world_size) FROM traces WHERE run_id = ?",
@@ -205,16 +216,16 @@ def _missing_ranks(con, run: RunInfo) -> list[Outcome]:
         return []
     missing = sorted(set(range(world)) - set(ranks))
     shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-    return [Outcome(str(run.run_dir), "note", f"run '{run.run_id}': {len(missing)} of {world} ranks have no "
+    return [Outcome(str(run.path), "note", f"run '{run.run_id}': {len(missing)} of {world} ranks have no "
                     f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
                     run.run_id)]
 
 
-def _ingest_side_files(con, run: RunInfo) -> list[Outcome]:
+def _ingest_side_files(con, run: RunDir) -> list[Outcome]:
     """The collector's step and power logs of one run (pipeline/sidefiles.py)."""
     known = dict(con.execute("SELECT path, sha256 FROM side_files WHERE run_id = ?", [run.run_id]).fetchall())
     outcomes = []
-    for path, rank, kind in sidefiles.side_files(run.run_dir):
+    for path, rank, kind in sidefiles.side_files(run.path):
         try:
             sha, records = sidefiles.read(path, kind)
             if known.get(str(path)) == sha:
@@ -229,7 +240,7 @@ def _ingest_side_files(con, run: RunInfo) -> list[Outcome]:
     return outcomes
 
 
-def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:
+def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
     runs = []
     for run_dir, files in run_dirs.items():
         try:
@@ -244,7 +255,7 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:
             outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
             record(outcome)
             _log(con, outcome)
-        runs.append(RunInfo(manifest.run_id or run_dir.name, run_dir, manifest, raw, files))
+        runs.append(RunDir(manifest.run_id or run_dir.name, run_dir, manifest, raw, files))
     return runs
 
 
@@ -271,9 +282,9 @@ def _parse_all(tasks, known, rules, keep_python, workers):
             yield head, future.result()
 
 
-def _resolve_rank(path: Path, run: RunInfo, meta: dict, con) -> tuple[int, str]:
-    if meta["rank"] is not None:
-        return meta["rank"], "distributed_info"
+def _resolve_rank(path: Path, run: RunDir, meta: TraceMeta, con) -> tuple[int, str]:
+    if meta.rank is not None:
+        return meta.rank, "distributed_info"
     if run.manifest.ranks and path.name in run.manifest.ranks:
         return run.manifest.ranks[path.name], "manifest"
     rank = rank_from_filename(path)
@@ -291,14 +302,15 @@ def _resolve_rank(path: Path, run: RunInfo, meta: dict, con) -> tuple[int, str]:
     )
 
 
-def _write(con, path: Path, run: RunInfo, result) -> Outcome:
-    sha, nbytes, json_bytes, extracted, error = result
-    if error:
-        return Outcome(str(path), "error", error, run.run_id)
+def _write(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
+    if parsed.error:
+        return Outcome(str(path), "error", parsed.error, run.run_id)
+    extracted = parsed.extracted
     if extracted is None:
         return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
+    meta = extracted.meta
     try:
-        rank, rank_source = _resolve_rank(path, run, extracted.meta, con)
+        rank, rank_source = _resolve_rank(path, run, meta, con)
         clash = con.execute(
             "SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? LIMIT 1",
             [run.run_id, rank, str(path)],
@@ -307,16 +319,21 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
             raise TraceError(f"duplicate rank {rank} in run '{run.run_id}': also in {clash[0][0]}")
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
-    row = run_row(run.run_id, str(run.run_dir), run.manifest, run.manifest_raw)
+    trace = store.TraceRow(
+        path=str(path), run_id=run.run_id, rank=rank, rank_source=rank_source, sha256=parsed.sha256,
+        bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
+        pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
+        nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
+        trace_mode=meta.trace_mode)
     try:
-        schema.write_trace(con, str(path), sha, nbytes, json_bytes, rank, rank_source, row, extracted)
+        store.replace_trace(con, trace, run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw), extracted)
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
         return Outcome(str(path), "error", f"cannot store: {str(exc).splitlines()[0]}", run.run_id)
     message = f"ingested as run '{run.run_id}' rank {rank}"
     warning = None
     if rank_source == "single_trace":
         warning = "no rank in the trace or its name; a run of one trace is rank 0"
-    zero = extracted.meta["zero_duration_events"]
+    zero = meta.zero_duration_events
     if zero:
         warning = "; ".join(filter(None, [warning, f"{zero} device events of zero duration kept (they add no time)"]))
     return Outcome(str(path), "ok", message + (f" ({warning})" if warning else ""), run.run_id, rank, warning)

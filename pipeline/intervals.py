@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-KINDS = ("compute", "comm", "memory", "sync", "other")
+from scaletrace.pipeline.vocabulary import KINDS
+
 SETS = {  # set -> kinds in it
     "all": KINDS,
     "compute": ("compute",),

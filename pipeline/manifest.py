@@ -1,7 +1,17 @@
-"""The run manifest, ``run.json`` (DESIGN.md, "The run manifest").
+"""The run manifest, ``run.json`` (DESIGN.md, "The run manifest"): the one type that reads and writes it.
 
 Every key is optional.  Unknown keys are kept (in ``runs.manifest``) and
 warned about; a key of the wrong type is a one-line error naming the key.
+The collector (``collectors/session.py``) and the generator
+(``pipeline/synth.py``) write through :func:`write_manifest`; ingest reads
+through :func:`read_manifest`.
+
+The ``runs`` table's columns are the manifest's scalar fields, flattened
+(:data:`COLUMNS`): a nested field keeps its own name (``parallel.dp`` -> ``dp``,
+``device.peak_flops`` -> ``peak_flops``) except ``name``, which takes its
+parent's (``model.name`` -> ``model_name``).  Fields that hold lists or
+dicts (``software``, ``hosts``, ``labels``, ...) stay in ``runs.manifest``.
+The collector's ``RunInfo`` uses the same column names.
 """
 
 from __future__ import annotations
@@ -62,7 +72,50 @@ class Manifest(msgspec.Struct):
     power: Optional[dict] = None  # written by the collector: power sampling source or why none
     collector: Optional[dict] = None  # written by the collector: version, schedule, problems
 
+    @classmethod
+    def from_columns(cls, columns: dict, **fields) -> "Manifest":
+        """A manifest from ``runs`` column names (``{"dp": 8, "model_name": "llama"}``) and
+        top-level ``fields`` (``labels=...``); validates the types.  KeyError: not a column."""
+        data: dict = dict(fields)
+        for column, value in columns.items():
+            if column not in COLUMNS:
+                raise KeyError(f"{column!r} is not a run.json column (one of {', '.join(COLUMNS)})")
+            *parents, key = COLUMNS[column]
+            node = data
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[key] = value
+        return msgspec.convert(data, cls)
 
+    def columns(self) -> dict:
+        """The manifest's values by ``runs`` column name (see :data:`COLUMNS`)."""
+        values = {}
+        for column, path in COLUMNS.items():
+            value = self
+            for key in path:
+                value = getattr(value, key)
+            values[column] = value
+        return values
+
+
+def _scalar_columns(struct: type, parent: str | None = None) -> dict[str, tuple[str, ...]]:
+    """column name -> path of the field in the manifest, for every scalar field (see the module doc)."""
+    columns = {}
+    for field in msgspec.inspect.type_info(struct).fields:
+        kind = field.type
+        if isinstance(kind, msgspec.inspect.StructType):
+            columns.update({c: (field.name, *path) for c, path in _scalar_columns(kind.cls, field.name).items()})
+            continue
+        members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+        if all(isinstance(t, (msgspec.inspect.IntType, msgspec.inspect.FloatType, msgspec.inspect.StrType,
+                              msgspec.inspect.NoneType)) for t in members):
+            column = f"{parent}_{field.name}" if parent and field.name == "name" else field.name
+            assert column not in columns, f"two manifest fields flatten to the column {column}"
+            columns[column] = (field.name,)
+    return columns
+
+
+COLUMNS: dict[str, tuple[str, ...]] = _scalar_columns(Manifest)  # runs column -> path in run.json
 KNOWN_KEYS = set(Manifest.__struct_fields__)
 
 
@@ -85,6 +138,13 @@ def read_manifest(run_dir: Path) -> tuple[Manifest, str | None, list[str]]:
     return manifest, raw.decode("utf-8", "replace"), warnings
 
 
+def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
+    """Write ``run_dir/run.json`` (every key, nulls included, so a reader sees what can be filled)."""
+    path = Path(run_dir) / MANIFEST_NAME
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n")
+    return path
+
+
 def _key_message(exc: msgspec.ValidationError) -> str:
     text = str(exc)
     if " - at `$." in text:
@@ -94,18 +154,9 @@ def _key_message(exc: msgspec.ValidationError) -> str:
 
 
 def run_row(run_id: str, source_dir: str, m: Manifest, raw: str | None) -> dict:
-    """The ``runs`` table row for a manifest; ``tokens_per_step`` defaults to batch × seq."""
-    tokens = m.tokens_per_step
-    if tokens is None and m.global_batch_size is not None and m.seq_len is not None:
-        tokens = m.global_batch_size * m.seq_len
-    return {
-        "run_id": run_id, "source_dir": source_dir, "workload": m.workload, "scaling": m.scaling,
-        "world_size": m.world_size, "num_nodes": m.num_nodes, "gpus_per_node": m.gpus_per_node,
-        "cpu_cores": m.cpu_cores, "dtype": m.dtype, "dp": m.parallel.dp, "tp": m.parallel.tp, "pp": m.parallel.pp, "cp": m.parallel.cp,
-        "global_batch_size": m.global_batch_size, "seq_len": m.seq_len, "tokens_per_step": tokens,
-        "model_name": m.model.name, "num_params": m.model.num_params,
-        "num_layers": m.model.num_layers, "hidden_size": m.model.hidden_size,
-        "flops_per_token": m.model.flops_per_token, "device_name": m.device.name,
-        "peak_flops": m.device.peak_flops, "peak_flops_source": m.device.peak_flops_source,
-        "manifest": raw,
-    }
+    """The ``runs`` table row for a manifest: its columns, the resolved ``run_id``, the source
+    directory and the raw JSON; ``tokens_per_step`` defaults to batch × seq."""
+    row = m.columns()
+    if row["tokens_per_step"] is None and m.global_batch_size is not None and m.seq_len is not None:
+        row["tokens_per_step"] = m.global_batch_size * m.seq_len
+    return {**row, "run_id": run_id, "source_dir": source_dir, "manifest": raw}

@@ -1,4 +1,5 @@
-"""Create the database and write one trace file's rows in one transaction."""
+"""The database: its DDL (schema.sql), opening it for writing (creating or upgrading it), and
+connections that wait for another writer.  Rows are written by ``pipeline/store.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from scaletrace.queries import definitions
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 SCHEMA_VERSION = "1"
-CHILD_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
+# Every table, in DDL order (read from schema.sql: the one list; export and tests use it).
+TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
 
 
 class DatabaseError(RuntimeError):
@@ -79,41 +81,3 @@ def register_definitions(con: duckdb.DuckDBPyConnection, source: str | Path) -> 
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def write_trace(con, path: str, sha: str, nbytes: int, json_bytes: int, rank: int,
-                rank_source: str, run: dict, ex) -> int:
-    """Replace the rows of ``path`` with ``ex`` (an Extracted) atomically; returns trace_id."""
-    con.execute("BEGIN")
-    try:
-        old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchall()
-        if old:
-            for table in CHILD_TABLES:
-                con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0][0]])
-            con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0][0]])
-        trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchall()[0][0]
-        cols = ", ".join(run)
-        con.execute(
-            f"INSERT OR REPLACE INTO runs ({cols}, updated_at) VALUES ({', '.join('?' * len(run))}, now())",
-            list(run.values()),
-        )
-        m = ex.meta
-        con.execute(
-            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', now())",
-            [trace_id, path, run["run_id"], rank, rank_source, sha, nbytes, json_bytes,
-             m["num_events"], m["host"], m["pid"], m["device_name"], m["world_size"],
-             m["backend"], m["nccl_version"], m["base_time_ns"], m["ts_fractional"],
-             m["trace_mode"]],
-        )
-        for table, arrow in zip(CHILD_TABLES, (ex.device, ex.cpu, ex.steps, ex.collectives, ex.unions, ex.islands)):
-            con.register("_incoming", arrow)
-            con.execute(
-                f"INSERT INTO {table} SELECT ?, ?, ?, * FROM _incoming",
-                [trace_id, run["run_id"], rank],
-            )
-            con.unregister("_incoming")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return trace_id

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import msgspec
 
+from scaletrace.pipeline.manifest import Manifest, write_manifest
+
 BASE_TIME_NS = 1_700_000_000_000_000_000
 
 
@@ -169,17 +171,13 @@ def write_run(root: Path, spec: SynthRun) -> Path:
         if spec.power_watts is not None:
             samples = [{"ts_ns": BASE_TIME_NS + i * 100_000_000, "watts": spec.power_watts} for i in range(5)]
             (run_dir / f"rank{rank}.power.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
-    manifest = {
-        "run_id": spec.run_id, "workload": spec.workload, "scaling": spec.scaling,
-        "world_size": spec.ranks, "num_nodes": 1, "gpus_per_node": spec.ranks,
-        "parallel": spec.parallel or {"dp": spec.ranks, "tp": 1, "pp": 1, "cp": 1},
-        "tokens_per_step": spec.tokens_per_step,
-        "model": {"name": "synthetic", "num_params": spec.num_params},
-        "device": {"name": spec.device_name, "peak_flops": spec.peak_flops,
-                   "peak_flops_source": "manifest" if spec.peak_flops else None},
-        "labels": {"generator": "scaletrace.pipeline.synth", "spec": json.dumps(asdict(spec))},
-    }
-    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2))
+    layout = spec.parallel or {"dp": spec.ranks, "tp": 1, "pp": 1, "cp": 1}
+    write_manifest(run_dir, Manifest.from_columns(
+        {"run_id": spec.run_id, "workload": spec.workload, "scaling": spec.scaling, "world_size": spec.ranks,
+         "num_nodes": 1, "gpus_per_node": spec.ranks, **layout, "tokens_per_step": spec.tokens_per_step,
+         "model_name": "synthetic", "num_params": spec.num_params, "device_name": spec.device_name,
+         "peak_flops": spec.peak_flops, "peak_flops_source": "manifest" if spec.peak_flops else None},
+        labels={"generator": "scaletrace.pipeline.synth", "spec": json.dumps(asdict(spec))}))
     return run_dir
 
 

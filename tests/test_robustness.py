@@ -112,9 +112,9 @@ def test_fuzzed_traces_never_raise(seed, ops, gz, tmp_path):
     data = mutate(SEEDS[seed], ops)
     path = tmp_path / "rank0.json"
     path.write_bytes(gzip.compress(data) if gz else data)
-    sha, _, _, extracted, error = parse_file(str(path), None, DEFAULT_RULES, False)
-    assert (extracted is None) != (error is None)
-    assert error is None or (error and "\n" not in error)
+    parsed = parse_file(str(path), None, DEFAULT_RULES, False)
+    assert (parsed.extracted is None) != (parsed.error is None)
+    assert parsed.error is None or (parsed.error and "\n" not in parsed.error)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

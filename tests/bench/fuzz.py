@@ -49,7 +49,7 @@ def _parsed(path: Path) -> bool:
     from scaletrace.pipeline.classify import DEFAULT_RULES
     from scaletrace.pipeline.ingest import parse_file
 
-    return parse_file(str(path), None, DEFAULT_RULES, False)[3] is not None
+    return parse_file(str(path), None, DEFAULT_RULES, False).extracted is not None
 
 
 if __name__ == "__main__":

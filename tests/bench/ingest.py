@@ -90,7 +90,7 @@ def time_hta(runs: list[Path]) -> float:
 
 def time_scaletrace(paths: list[Path], db: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of the largest process of one ingest."""
-    code = ("import resource, sys; from pipeline import ingest; "
+    code = ("import resource, sys; from scaletrace import ingest; "
             "r = ingest(sys.argv[1:-1], db=sys.argv[-1]); "
             "assert not r.errors, [o.line() for o in r.errors]; "
             "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "

@@ -1,0 +1,89 @@
+"""The Kineto trace vocabulary: every category, name prefix and pattern the pipeline recognises.
+
+One place (STYLE.md, "One place per decision"): extract, classify, collectives,
+intervals and the byte pre-scan of ingest import these; none spells a category
+or a collective prefix of its own.  Categories are compared lower-cased (the
+2021 schema writes ``Kernel``, ``Memcpy``, ``Runtime``); names as written.
+
+Device categories are the ones whose events are device activity (GPU kernels,
+copies, syncs).  A rules file can add one: a gpu-side rule that names a
+category exactly (``{"side": "gpu", "field": "cat", "match": "exact",
+"pattern": "mtia_kernel", "kind": "compute"}``) makes extract keep its events
+and the pre-scan count it (``Classifier.device_categories``).
+
+The ``hta_*`` queries keep HTA's own spellings (``queries/``): they reproduce
+HTA, not this vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+# -- kinds: what every device event is classified as (pipeline/classify.py) ---------------------
+KINDS = ("compute", "comm", "memory", "sync", "other")
+
+# -- categories ------------------------------------------------------------------------------------
+KERNEL_CATS = ("kernel",)
+MEMORY_CATS = ("gpu_memcpy", "gpu_memset", "memcpy", "memset")  # memcpy / memset: 2021 schema
+SYNC_CATS = ("cuda_sync",)
+DEVICE_CATS = frozenset(KERNEL_CATS + MEMORY_CATS + SYNC_CATS)
+# Host-side launches and API calls; a device event's `correlation` points at one of these.
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"})
+CPU_OP_CAT = "cpu_op"  # an ATen op: compute on CPU-only traces
+PYTHON_CAT = "python_function"  # Python stack events: dropped unless --keep-python
+GPU_ANNOTATION_CAT = "gpu_user_annotation"  # annotations mirrored on the GPU timeline: only steps kept
+PROFILER_CAT = "trace"  # the profiler's own spans: dropped
+
+# -- steps -----------------------------------------------------------------------------------------
+STEP_NAME = "ProfilerStep"  # torch.profiler's step annotation, `ProfilerStep#N`
+STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+# -- collectives -----------------------------------------------------------------------------------
+# On CPU-only traces the collective work itself: gloo / MPI / UCC events on the backend's threads.
+CPU_COMM_PREFIXES = ("gloo:", "mpi:", "ucc:")
+# Ops whose name gives the collective (`nccl:all_reduce`, `c10d::allreduce_`).
+COLLECTIVE_NAME_PREFIXES = ("c10d::", "nccl:")
+# CPU ops that carry a collective's metadata or enclose its launch (kept on GPU traces; the
+# metadata of a comm kernel comes from the enclosing one when the kernel's args lack it).
+COLLECTIVE_OP_PREFIXES = ("record_param_comms", *COLLECTIVE_NAME_PREFIXES, *CPU_COMM_PREFIXES)
+# CPU ops that *are* collective calls: on CPU-only traces they and everything inside them are
+# dispatch, not compute (DESIGN.md, "Classification").  The functional collectives
+# (`_c10d_functional::all_reduce`, used by DTensor / TP) dispatch to the c10d ops; their wait op is
+# matched by WAIT_PATTERN first.
+COLLECTIVE_CALL_PREFIXES = (*COLLECTIVE_OP_PREFIXES, "_c10d_functional::", "c10d_functional::",
+                            "_c10d_functional_autograd::")
+# The training thread blocked on a collective (CPU traces): torch's functional-collective wait op
+# (`_c10d_functional::wait_tensor`, the legacy `c10d_functional::wait_tensor`), `c10d::wait`, and
+# Work / ProcessGroup wait annotations (`ProcessGroupNCCL::WorkNCCL::wait`, `Work::wait`).
+# Searched ignoring case.
+WAIT_PATTERN = r"^_?c10d_functional::wait_tensor$|^c10d::wait$|work\w*::wait$|processgroup\w*::wait$"
+# NCCL / RCCL kernel names that say the collective: `ncclKernel_AllReduce_RING_LL_Sum_float`,
+# `ncclDevKernel_AllGather_RING_LL`; RCCL's `ncclDevKernel_Generic` does not.
+COLLECTIVE_KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+GENERIC_KERNEL_COLLECTIVE = "generic"
+# nccl-tests / c10d spellings -> canonical collective name; keys lower case without "_".
+CANONICAL_COLLECTIVES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "alltoallv": "all_to_all",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "send_recv",
+    "send": "send",
+    "recv": "recv",
+    "barrier": "barrier",
+    "gather": "gather",
+    "scatter": "scatter",
+}
+# Variants that name the same collective: `all_gather_into_tensor`, `allreduce_coalesced`, `_allgather_base`.
+COLLECTIVE_NAME_NOISE = ("_into_tensor", "_coalesced", "_base", "_tensor")
+
+
+def category_scan(categories: Iterable[str]) -> re.Pattern[bytes]:
+    """A byte regex that finds an event of one of ``categories`` in a trace's raw JSON, any case
+    (extract lower-cases categories): ingest's pre-scan for "is this a GPU trace"."""
+    names = b"|".join(re.escape(c.encode()) for c in sorted(categories))
+    return re.compile(rb'"cat"\s*:\s*"(?i:' + names + rb')"')

@@ -1,0 +1,55 @@
+"""Typed seams between the stages: what a worker returns, what the store writes, which tables."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import duckdb
+from conftest import FIXTURES
+
+from scaletrace.pipeline import export, schema
+from scaletrace.pipeline.classify import DEFAULT_RULES
+from scaletrace.pipeline.extract import Extracted, TraceMeta
+from scaletrace.pipeline.ingest import ParsedFile, parse_file
+from scaletrace.pipeline.store import TraceRow
+
+
+def _columns() -> dict[str, list[str]]:
+    con = duckdb.connect()
+    con.execute(schema.SCHEMA_SQL.read_text())
+    tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall()]
+    return {t: [r[0] for r in con.execute(f"DESCRIBE {t}").fetchall()] for t in tables}
+
+
+def test_the_table_list_is_the_ddl():
+    ddl = _columns()
+    assert set(schema.TABLES) == set(ddl)
+    assert set(export.TABLES) == set(ddl) and set(export.PARTITIONED) <= set(ddl)
+
+
+def test_trace_row_is_the_traces_table():
+    """The store sets trace_id, status and ingested_at; every other column is a named field."""
+    assert [f.name for f in fields(TraceRow)] == [c for c in _columns()["traces"]
+                                                  if c not in ("trace_id", "status", "ingested_at")]
+
+
+def test_extracted_tables_are_the_per_trace_tables():
+    """Every table keyed by trace_id (other than traces) is one Extracted field of the same name,
+    with the table's columns after trace_id, run_id and rank."""
+    per_trace = {t: cols for t, cols in _columns().items() if "trace_id" in cols and t != "traces"}
+    assert Extracted.TABLES == tuple(f.name for f in fields(Extracted) if f.name != "meta")
+    assert set(Extracted.TABLES) == set(per_trace)
+    parsed = parse_file(str(FIXTURES / "micro-2rank" / "rank0.json"), None, DEFAULT_RULES, False)
+    assert isinstance(parsed, ParsedFile) and parsed.error is None and isinstance(parsed.extracted.meta, TraceMeta)
+    for table in Extracted.TABLES:
+        assert getattr(parsed.extracted, table).column_names == per_trace[table][3:], table
+
+
+def test_parse_file_says_what_it_returns(tmp_path):
+    path = FIXTURES / "micro-2rank" / "rank0.json"
+    parsed = parse_file(str(path), None, DEFAULT_RULES, False)
+    assert parsed.file_bytes == path.stat().st_size == parsed.json_bytes  # not gzipped
+    again = parse_file(str(path), parsed.sha256, DEFAULT_RULES, False)
+    assert (again.extracted, again.error) == (None, None)  # unchanged: skipped
+    missing = parse_file(str(tmp_path / "nope.json"), None, DEFAULT_RULES, False)
+    assert missing.sha256 is None and missing.error.startswith("cannot read file")
