@@ -25,6 +25,10 @@ DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "cuda_s
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"}
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 COLLECTIVE_OP_PREFIXES = ("record_param_comms", "nccl:", "c10d::", "gloo:", "mpi:", "ucc:")
+# CPU ops kept with their recorded shapes, candidates for FLOP counting: a superset of
+# the ops queries/reference/flop_ops.sql lists (which ops count, and how, is decided
+# there, at read time).
+FLOP_OP_RE = re.compile(r"aten::\w*(mm|matmul|linear|attention|conv)", re.IGNORECASE)
 
 
 @dataclass
@@ -134,6 +138,7 @@ class _Columns:
         self.stream, self.device = [], []
         self.corr = array("q")  # NONE where absent: most events have one, so no int objects
         self.args: dict[int, Args] = {}
+        self.shapes: dict[int, tuple] = {}  # position -> (Input Dims, Input type, Concrete Inputs) JSON
 
     def __len__(self) -> int:
         return len(self.index)
@@ -148,6 +153,9 @@ class _Columns:
             corr = _int(a.correlation, "correlation", index)
             if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
                 self.args[len(self.index)] = a
+            if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
+                self.shapes[len(self.index)] = tuple(bytes(r).decode() or None for r in
+                                                     (a.input_dims, a.input_types, a.concrete_inputs))
         self.index.append(index)
         self.ts.append(ts)
         self.dur.append(dur)
@@ -177,9 +185,11 @@ def _int64(values) -> pa.Array:
 
 
 def _needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
-    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
+    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events,
+    FLOP-counted op candidates (with their shapes)."""
     return (cat in RUNTIME_CATS or "ProfilerStep" in name or cat == "python_function"
-            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None)
+            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
+            or (cat == "cpu_op" and FLOP_OP_RE.match(name) is not None))
 
 
 def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
@@ -199,6 +209,10 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in DEVICE_CATS:
             dev.add(index, ev, cat, shared)
+        elif index == 0 and gpu_trace and cat != "trace":
+            # HTA links a kernel whose correlation has no CPU call to the trace's first
+            # event (index_correlation 0): hta_events needs that event's time
+            cpu.add(index, ev, cat, shared)
         elif cat == "trace" or (cat == "python_function" and not keep_python):
             continue
         elif cat == "gpu_user_annotation" and "ProfilerStep" not in (ev.name or ""):
@@ -463,7 +477,8 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
                          "name": pa.array(cpu.name, pa.string()),
                          "tid": pa.array([_str(t) for t in cpu.tid], pa.string()),
                          "ts_ns": _int64(cpu.ts), "dur_ns": _int64(cpu.dur),
-                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64())})
+                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64()),
+                         **_shape_columns(cpu, range(len(cpu)))})
     keep = [j for j in range(len(cpu)) if _needed_on_gpu_trace(cpu.cat[j], cpu.name[j], cpu.stream[j])]
     return pa.table({
         "event_id": pa.array([cpu.index[j] for j in keep], pa.int64()),
@@ -474,7 +489,15 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
         "dur_ns": pa.array([cpu.dur[j] for j in keep], pa.int64()),
         "correlation": pa.array([None if cpu.corr[j] == NONE else cpu.corr[j] for j in keep], pa.int64()),
         "stream": pa.array([cpu.stream[j] for j in keep], pa.int64()),
+        **_shape_columns(cpu, keep),
     })
+
+
+def _shape_columns(cpu: _Columns, positions) -> dict:
+    """input_dims, input_types, concrete_inputs (JSON text; NULL for events without shapes)."""
+    rows = [cpu.shapes.get(j, (None, None, None)) for j in positions]
+    return {name: pa.array([r[i] for r in rows], pa.string())
+            for i, name in enumerate(("input_dims", "input_types", "concrete_inputs"))}
 
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
