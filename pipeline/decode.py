@@ -36,6 +36,9 @@ class Args(msgspec.Struct, rename={
     "pg_name": "Process Group Name",
     "pg_desc": "Process Group Description",
     "seq": "Seq",
+    "input_dims": "Input Dims",
+    "input_types": "Input type",
+    "concrete_inputs": "Concrete Inputs",
 }):
     correlation: IntOrStr = None
     external_id: IntOrStr = None
@@ -49,6 +52,11 @@ class Args(msgspec.Struct, rename={
     pg_name: IntOrStr = None
     pg_desc: Optional[str] = None
     seq: IntOrStr = None
+    # recorded shapes (record_shapes=True) of FLOP-counted ops: kept as the raw JSON text,
+    # parsed in SQL at read time (queries/macros/op_flops.sql); empty when absent
+    input_dims: msgspec.Raw = msgspec.Raw()
+    input_types: msgspec.Raw = msgspec.Raw()
+    concrete_inputs: msgspec.Raw = msgspec.Raw()
 
 
 class Event(msgspec.Struct):

@@ -22,8 +22,9 @@ from scaletrace.pipeline import collectives as coll
 from scaletrace.pipeline import intervals
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
-from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, GPU_ANNOTATION_CAT,
-                                            KINDS, PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME, STEP_RE)
+from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
+                                            FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PROFILER_CAT, PYTHON_CAT,
+                                            RUNTIME_CATS, STEP_NAME, STEP_RE)
 
 
 @dataclass
@@ -158,6 +159,7 @@ class _Columns:
         self.stream, self.device = [], []
         self.corr = array("q")  # NONE where absent: most events have one, so no int objects
         self.args: dict[int, Args] = {}
+        self.shapes: dict[int, tuple] = {}  # position -> (Input Dims, Input type, Concrete Inputs) JSON
 
     def __len__(self) -> int:
         return len(self.index)
@@ -172,6 +174,9 @@ class _Columns:
             corr = _int(a.correlation, "correlation", index)
             if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
                 self.args[len(self.index)] = a
+            if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
+                self.shapes[len(self.index)] = tuple(bytes(r).decode() or None for r in
+                                                     (a.input_dims, a.input_types, a.concrete_inputs))
         self.index.append(index)
         self.ts.append(ts)
         self.dur.append(dur)
@@ -201,9 +206,11 @@ def _int64(values) -> pa.Array:
 
 
 def _needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
-    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events."""
+    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events,
+    FLOP-counted op candidates (with their shapes)."""
     return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
-            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None)
+            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
+            or (cat == CPU_OP_CAT and FLOP_OP_RE.match(name) is not None))
 
 
 def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
@@ -225,6 +232,10 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
             cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in device_cats:
             dev.add(index, ev, cat, shared)
+        elif index == 0 and gpu_trace and cat != PROFILER_CAT:
+            # HTA links a kernel whose correlation has no CPU call to the trace's first
+            # event (index_correlation 0): hta_events needs that event's time
+            cpu.add(index, ev, cat, shared)
         elif cat == PROFILER_CAT or (cat == PYTHON_CAT and not keep_python):
             continue
         elif cat == GPU_ANNOTATION_CAT and STEP_NAME not in (ev.name or ""):
@@ -487,7 +498,8 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
                          "name": pa.array(cpu.name, pa.string()),
                          "tid": pa.array([_str(t) for t in cpu.tid], pa.string()),
                          "ts_ns": _int64(cpu.ts), "dur_ns": _int64(cpu.dur),
-                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64())})
+                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64()),
+                         **_shape_columns(cpu, range(len(cpu)))})
     keep = [j for j in range(len(cpu)) if _needed_on_gpu_trace(cpu.cat[j], cpu.name[j], cpu.stream[j])]
     return pa.table({
         "event_id": pa.array([cpu.index[j] for j in keep], pa.int64()),
@@ -498,7 +510,15 @@ def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
         "dur_ns": pa.array([cpu.dur[j] for j in keep], pa.int64()),
         "correlation": pa.array([None if cpu.corr[j] == NONE else cpu.corr[j] for j in keep], pa.int64()),
         "stream": pa.array([cpu.stream[j] for j in keep], pa.int64()),
+        **_shape_columns(cpu, keep),
     })
+
+
+def _shape_columns(cpu: _Columns, positions) -> dict:
+    """input_dims, input_types, concrete_inputs (JSON text; NULL for events without shapes)."""
+    rows = [cpu.shapes.get(j, (None, None, None)) for j in positions]
+    return {name: pa.array([r[i] for r in rows], pa.string())
+            for i, name in enumerate(("input_dims", "input_types", "concrete_inputs"))}
 
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

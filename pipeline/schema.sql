@@ -111,6 +111,11 @@ CREATE TABLE IF NOT EXISTS cpu_events (
     correlation BIGINT,
     stream      BIGINT
 );
+-- added with op_efficiency: the recorded shapes (Kineto `Input Dims`, `Input type`,
+-- `Concrete Inputs`, JSON text) of the CPU ops FLOPs are counted for; NULL elsewhere
+ALTER TABLE cpu_events ADD COLUMN IF NOT EXISTS input_dims VARCHAR;
+ALTER TABLE cpu_events ADD COLUMN IF NOT EXISTS input_types VARCHAR;
+ALTER TABLE cpu_events ADD COLUMN IF NOT EXISTS concrete_inputs VARCHAR;
 
 CREATE TABLE IF NOT EXISTS steps (
     trace_id BIGINT,

@@ -52,3 +52,34 @@ def test_matches_hta(run_id, shared_db, shared_traces):
             assert mine_ov[int(r["rank"])] is None
         else:
             assert mine_ov[int(r["rank"])] == pytest.approx(theirs, abs=0.01)
+
+
+def hta_idle(run_dir):
+    """HTA's get_idle_time_breakdown over every rank of one run, or the exception HTA raised."""
+    hta = pytest.importorskip("hta.trace_analysis")
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    try:
+        analysis = hta.TraceAnalysis(trace_dir=str(run_dir))
+        idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(analysis.t.traces), visualize=False)
+    except Exception as exc:  # HTA's failures are data here, not test errors
+        return exc
+    return idle
+
+
+@pytest.mark.parametrize("run_id", shared_runs())
+def test_idle_matches_hta(run_id, shared_db, shared_traces):
+    result = hta_idle(shared_traces / run_id)
+    if isinstance(result, Exception):
+        pytest.skip(f"HTA fails on {run_id} ({type(result).__name__}); idle_breakdown answers there")
+    if (result["idle_time"] < 0).any():
+        pytest.skip(f"HTA reports negative idle time on {run_id}; idle_breakdown gives the sane answer")
+    mine = {(r["rank"], r["stream"], r["idle_category"]): r
+            for r in query(shared_db, "hta_idle_time_breakdown", run_id=run_id).iter_rows(named=True)}
+    theirs = {(int(r["rank"]), int(r["stream"]), r["idle_category"]): r for r in result.to_dict("records")}
+    assert set(mine) == set(theirs)
+    for key, r in theirs.items():
+        assert mine[key]["idle_time_us"] == pytest.approx(float(r["idle_time"]), abs=1e-6), key  # exact: same µs
+        if math.isnan(r["idle_time_ratio"]):
+            assert mine[key]["idle_time_ratio"] is None, key
+        else:  # both rounded to 2 decimals (numpy: half to even; DuckDB: half away from zero)
+            assert mine[key]["idle_time_ratio"] == pytest.approx(float(r["idle_time_ratio"]), abs=0.0100001), key

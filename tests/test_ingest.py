@@ -92,7 +92,7 @@ def test_query_loader_refuses_undeclared_parameters(tmp_path):
         queries.parse(bad.read_text(), bad)
 
 
-UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu")
+UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu", "_ratio", "_tflops")
 # Identifiers, labels, counts and named quantities whose unit is in the name or the header.
 UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq", "seq_source",
             "group_size", "dtype", "bw_null_reason", "meta_source", "kernel", "count", "num_ranks",
@@ -101,7 +101,10 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "peak_flops_per_gpu", "peak_flops_source", "null_reasons", "baseline_run", "speedup",
             "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
             "layout", "strategy", "layouts_at_size", "rank_by_tokens_per_s", "warnings", "peak_flops_dtype",
-            "peak_flops_basis", "process_group"}
+            "peak_flops_basis", "process_group",
+            # idle and op efficiency (flops: a FLOP count)
+            "stream", "idle_category", "family", "pass", "name", "input_dims", "num_ops",
+            "num_ops_without_flops", "flops"}
 
 
 @pytest.mark.parametrize("name", queries.names())
@@ -118,7 +121,8 @@ def test_every_query_documents_its_grain_and_units(name):
 # name (MFU ÷ peak FLOP/s, an efficiency ÷ the ideal).  A new bare `_pct` column joins one of these
 # sets only if it is one of these things.
 SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct",
-               "overlapped_comm_pct", "group_exposed_comm_pct"}
+               "overlapped_comm_pct", "group_exposed_comm_pct",
+               "host_wait_pct", "dependency_wait_pct", "other_idle_pct"}
 NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct"}
 
 

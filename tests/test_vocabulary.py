@@ -24,10 +24,10 @@ KERNEL_DUR_US = 100  # an ordinary CUDA kernel beside it (when there is one)
 
 def _trace(path, category: str, with_kernel: bool):
     """A rank-0 trace: one event of ``category`` [200, 240) µs launched inside ProfilerStep#1, a CPU
-    op that no GPU trace keeps (``aten::mm``), and optionally a CUDA kernel [0, 100) µs."""
+    op that no GPU trace keeps (``aten::add``), and optionally a CUDA kernel [0, 100) µs."""
     events = [
         cpu("ProfilerStep#1", 0, 500, cat="user_annotation"),
-        cpu("aten::mm", 1, 5),
+        cpu("aten::add", 1, 5),  # a CPU op a GPU trace does not keep (aten::mm would be: FLOP counting)
         cpu("cudaLaunchKernel", 2, 1, cat="cuda_runtime", correlation=1),
         kernel("xla_fusion_0", 200, NEW_DUR_US, stream=9, corr=1, cat=category),
     ]
@@ -62,9 +62,9 @@ def test_rules_file_adds_a_device_category(tmp_path, category, kind, with_kernel
     rows = con.sql("SELECT cat, kind, dur_ns, step FROM device_events WHERE name = 'xla_fusion_0'").fetchall()
     assert rows == [(category, kind, NEW_DUR_US * 1000, 1)]  # kept as written, classified, stepped
     # The pre-scan saw device activity, so the trace is a GPU trace and keeps only the CPU events a
-    # GPU trace needs (a miss keeps every CPU op, aten::mm included, as on a CPU-only trace).
+    # GPU trace needs (a miss keeps every CPU op, aten::add included, as on a CPU-only trace).
     assert con.sql("SELECT trace_mode FROM traces").fetchall() == [("gpu",)]
-    assert con.sql("SELECT count(*) FROM cpu_events WHERE name = 'aten::mm'").fetchall() == [(0,)]
+    assert con.sql("SELECT count(*) FROM cpu_events WHERE name = 'aten::add'").fetchall() == [(0,)]
     con.close()
     # ... and it counts: the new event's 40 µs are its kind's time, the kernel's 100 µs compute.
     breakdown = query(db, "rank_breakdown").to_dicts()[0]

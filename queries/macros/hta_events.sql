@@ -11,15 +11,21 @@
 --    on the double values, as HTA's `round_down_time_stamps` does;
 --  * HTA's own kernel-type regexes (hta/utils/utils.py), not ours: hta_kind is
 --    COMMUNICATION, MEMORY, COMPUTATION or OTHER.
--- Units: h_ts_ns, h_end_ns nanoseconds (whole µs on ns-resolution traces).
+--  * launch_h_ts_ns (GPU kernels): the rounded start of the CPU event HTA links
+--    the kernel to (its index_correlation: the last CPU event in the file with
+--    the same correlation), NULL when that event is not in HTA's filtered set
+--    (get_idle_time_breakdown's `ts_runtime`); a kernel whose correlation (>= 0)
+--    no CPU event has gets index_correlation 0 from HTA, i.e. the trace's first
+--    event (extract.py keeps it in cpu_events for this).
+-- Units: h_ts_ns, h_end_ns, launch_h_ts_ns nanoseconds (whole µs on ns-resolution traces).
 WITH tr AS (
     SELECT trace_id, run_id, rank, ts_fractional FROM traces WHERE run IS NULL OR run_id = run
 ),
 raw AS (
-    SELECT trace_id, event_id, name, ts_ns, dur_ns, correlation, stream FROM device_events
+    SELECT trace_id, event_id, cat, name, ts_ns, dur_ns, correlation, stream FROM device_events
     WHERE stream IS NOT NULL AND trace_id IN (SELECT trace_id FROM tr)
     UNION ALL
-    SELECT trace_id, event_id, name, ts_ns, dur_ns, correlation, stream FROM cpu_events
+    SELECT trace_id, event_id, cat, name, ts_ns, dur_ns, correlation, stream FROM cpu_events
     WHERE trace_id IN (SELECT trace_id FROM tr)
 ),
 timed AS (
@@ -50,6 +56,21 @@ launched AS (
     SELECT DISTINCT t.trace_id, t.correlation FROM timed t JOIN last_step l USING (trace_id)
     WHERE NOT t.is_gpu AND t.correlation IS NOT NULL AND t.h_ts_ns < l.last_start_ns
 ),
+launch AS (
+    -- HTA's transform_correlation_to_index: a kernel links to the CPU event with its
+    -- correlation; of several, the one last in the file wins (later assignment)
+    SELECT t.trace_id, t.correlation,
+           arg_max(t.h_ts_ns, t.event_id) AS launch_h_ts_ns,
+           arg_max(coalesce(s.n, 0) < 2 OR t.h_ts_ns < l.last_start_ns, t.event_id) AS launch_kept
+    FROM timed t LEFT JOIN step_names s USING (run_id) LEFT JOIN last_step l USING (trace_id)
+    WHERE NOT t.is_gpu AND t.correlation IS NOT NULL AND t.correlation <> -1
+    GROUP BY t.trace_id, t.correlation
+),
+first_event AS (
+    SELECT t.trace_id, t.h_ts_ns AS first_h_ts_ns
+    FROM timed t LEFT JOIN step_names s USING (run_id) LEFT JOIN last_step l USING (trace_id)
+    WHERE t.event_id = 0 AND (coalesce(s.n, 0) < 2 OR (NOT t.is_gpu AND t.h_ts_ns < l.last_start_ns))
+),
 kept AS (
     SELECT t.* FROM timed t
     LEFT JOIN step_names s USING (run_id)
@@ -59,9 +80,14 @@ kept AS (
                          OR (t.is_gpu AND c.trace_id IS NOT NULL)
                          OR (NOT t.is_gpu AND t.h_ts_ns < l.last_start_ns))
 )
-SELECT trace_id, run_id, rank, event_id, name, h_ts_ns, h_end_ns,
-       CASE WHEN regexp_matches(name, '^nccl.*Kernel') THEN 'COMMUNICATION'
-            WHEN regexp_matches(name, '^(Memcpy|Memset|dma)') THEN 'MEMORY'
-            WHEN NOT regexp_matches(name, '^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)') THEN 'COMPUTATION'
+SELECT k.trace_id, k.run_id, k.rank, k.event_id, k.cat, k.name, k.stream, k.h_ts_ns, k.h_end_ns,
+       CASE WHEN NOT k.is_gpu THEN NULL
+            WHEN g.trace_id IS NOT NULL THEN CASE WHEN g.launch_kept THEN g.launch_h_ts_ns END
+            ELSE f.first_h_ts_ns END AS launch_h_ts_ns,
+       CASE WHEN regexp_matches(k.name, '^nccl.*Kernel') THEN 'COMMUNICATION'
+            WHEN regexp_matches(k.name, '^(Memcpy|Memset|dma)') THEN 'MEMORY'
+            WHEN NOT regexp_matches(k.name, '^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)') THEN 'COMPUTATION'
             ELSE 'OTHER' END AS hta_kind
-FROM kept
+FROM kept k
+LEFT JOIN launch g ON g.trace_id = k.trace_id AND g.correlation = k.correlation
+LEFT JOIN first_event f ON f.trace_id = k.trace_id
