@@ -92,7 +92,8 @@ def test_query_loader_refuses_undeclared_parameters(tmp_path):
         queries.parse(bad.read_text(), bad)
 
 
-UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu")
+UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu",
+                 "_gpu_ns_per_token", "_pts")
 # Identifiers, labels, counts and named quantities whose unit is in the name or the header.
 UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq", "seq_source",
             "group_size", "dtype", "bw_null_reason", "meta_source", "kernel", "count", "num_ranks",
@@ -101,7 +102,9 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "peak_flops_per_gpu", "peak_flops_source", "null_reasons", "baseline_run", "speedup",
             "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
             "layout", "strategy", "layouts_at_size", "rank_by_tokens_per_s", "warnings", "peak_flops_dtype",
-            "peak_flops_basis", "process_group"}
+            "peak_flops_basis", "process_group",
+            "vs", "from_run", "to_run", "from_gpus", "to_gpus", "run_a", "run_b", "family", "kind", "top_kernel",
+            "count_per_step_a", "count_per_step_b", "delta_count_per_step"}
 
 
 @pytest.mark.parametrize("name", queries.names())
@@ -118,8 +121,9 @@ def test_every_query_documents_its_grain_and_units(name):
 # name (MFU ÷ peak FLOP/s, an efficiency ÷ the ideal).  A new bare `_pct` column joins one of these
 # sets only if it is one of these things.
 SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct",
-               "overlapped_comm_pct", "group_exposed_comm_pct"}
-NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct"}
+               "overlapped_comm_pct", "group_exposed_comm_pct", "from_group_exposed_comm_pct",
+               "to_group_exposed_comm_pct"}
+NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
 
 
 @pytest.mark.parametrize("name", queries.names())
