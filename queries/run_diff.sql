@@ -17,7 +17,8 @@
 -- kernels each count; waiting inside collectives included).  On CPU traces the
 -- ops nest (aten::linear holds aten::addmm): each op counts its self time (its
 -- duration less that of the ops directly inside it on its thread), so no time
--- is counted twice; count_per_step counts every op.
+-- is counted twice (floored at 0 where a trace's nesting is imperfect, e.g.
+-- a child rounded past its parent's end); count_per_step counts every op.
 -- delta_* = b − a.  top_kernel = the family's kernel with the most time in run b
 -- (run a when absent in b), its name normalised: template arguments <...>,
 -- parameter lists (...) and a leading 'void ' removed.
@@ -70,7 +71,7 @@ parents AS (
 leaf AS (
     -- self time: an op's duration less its direct children's (GPU kernels do not nest: their duration)
     SELECT e.side, e.trace_id, e.event_id, e.name, e.kind,
-           e.dur_ns - coalesce(pa.children_ns, 0) AS dur_ns
+           greatest(e.dur_ns - coalesce(pa.children_ns, 0), 0) AS dur_ns
     FROM ev e LEFT JOIN parents pa ON e.cpu AND pa.trace_id = e.trace_id AND pa.parent_id = e.event_id
 ),
 names AS (SELECT DISTINCT name FROM leaf WHERE kind = 'compute'),

@@ -15,14 +15,14 @@ best AS (
     SELECT workload, run_id, lag(run_id) OVER (PARTITION BY workload ORDER BY world_size) AS from_run
     FROM r WHERE is_best
 ),
-base AS (SELECT workload, run_id AS baseline_run, g AS g_base FROM r WHERE is_baseline),
+base AS (SELECT workload, run_id AS baseline_run, world_size AS baseline_gpus, g AS g_base FROM r WHERE is_baseline),
 p AS (
     SELECT workload, 'previous' AS vs, from_run, run_id AS to_run FROM best WHERE from_run IS NOT NULL
     UNION ALL
     SELECT r.workload, 'baseline', b.baseline_run, r.run_id
     FROM r JOIN base b ON b.workload = r.workload AND r.run_id <> b.baseline_run
 )
-SELECT p.workload, p.vs, p.from_run, p.to_run, b.baseline_run,
+SELECT p.workload, p.vs, p.from_run, p.to_run, b.baseline_run, b.baseline_gpus,
        f.world_size AS from_gpus, t.world_size AS to_gpus,
        f.g AS g_from, t.g AS g_to, b.g_base, 100.0 * b.g_base / (f.g * t.g) AS k_pts
 FROM p JOIN base b USING (workload)
