@@ -66,9 +66,13 @@ def explain(db: Database, workload: str | None = None) -> Explanation:
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
-    for extra in EXTRA_SENTENCES:
-        out.sentences += extra(db, workload)
+    out.sentences += extra_sentences(db, workload)
     return out
+
+
+def extra_sentences(db: Database, workload: str | None = None) -> list[str]:
+    """The sentences of the EXTRA_SENTENCES hooks (idle breakdown, compute efficiency, ...)."""
+    return [line for extra in EXTRA_SENTENCES for line in extra(db, workload)]
 
 
 def _growth(db: Database, attribution: pl.DataFrame) -> pl.DataFrame:
@@ -114,6 +118,24 @@ def step_sentence(row: dict, by_group: pl.DataFrame, growth: pl.DataFrame) -> st
     return text
 
 
+def cause_sentence(row: dict, by_group: pl.DataFrame) -> str | None:
+    """The issue's short form, for the report's findings: 'of the 38 points lost from 2 GPUs to 4 GPUs,
+    15 are exposed communication (7.8 waiting; all_reduce in ...: 15), 15 idle, 6.9 compute'."""
+    lost = row["efficiency_lost_pts"]
+    if lost <= 0:
+        return None
+    parts = [p for p in sorted(PARTS, key=lambda p: -row[f"{p}_lost_pts"]) if row[f"{p}_lost_pts"] >= 0.05]
+    said = []
+    for p in parts:
+        text = f"{_pts(row[f'{p}_lost_pts'])} {'are' if not said else ''} {PARTS[p]}".replace("  ", " ")
+        if p == "exposed_comm":
+            text += _comm_detail(row, by_group)
+        said.append(text)
+    return (f"{row['sweep']}: of the {_pts(lost)} points of scaling efficiency (vs "
+            f"{baseline(row['baseline_gpus'])}) lost from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}, "
+            f"{', '.join(said)}.")
+
+
 def _signed(pts: float, total: float) -> str:
     return f"{'+' if pts > 0 else '−'}{_pts(abs(pts))}" if total > 0 else f"{'−' if pts > 0 else '+'}{_pts(abs(pts))}"
 
@@ -135,6 +157,22 @@ def _comm_detail(row: dict, by_group: pl.DataFrame) -> str:
     return out
 
 
+def run_parts(db: Database) -> pl.DataFrame:
+    """sweep_run_parts (GPU-ns per token by part) of the fastest run of each sweep at each GPU count."""
+    return db.sql("SELECT * FROM sweep_run_parts(NULL) WHERE is_best ORDER BY workload, world_size")
+
+
+def for_runs(expl: Explanation, runs: list[str]) -> Explanation:
+    """Only the steps whose two runs are both in ``runs`` (the report's --runs), sentences rebuilt."""
+    def keep(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
+        return df.filter(pl.col(a).is_in(runs) & pl.col(b).is_in(runs)) if not df.is_empty() else df
+
+    out = Explanation(keep(expl.attribution, "from_run", "to_run"), keep(expl.by_group, "from_run", "to_run"),
+                      keep(expl.growth, "run_a", "run_b"))
+    out.sentences = sentences(out.attribution, out.by_group, out.growth)
+    return out
+
+
 def table(attribution: pl.DataFrame) -> pl.DataFrame:
     """The attribution for a terminal: one row per step, GPU-µs per token and points lost per part."""
     return attribution.select(
@@ -150,4 +188,4 @@ def table(attribution: pl.DataFrame) -> pl.DataFrame:
 
 
 __all__ = ["EXTRA_SENTENCES", "Explanation", "PARTS", "QueryError", "explain", "gpu_time", "run_diff",
-           "sentences", "table"]
+           "run_parts", "for_runs", "extra_sentences", "sentences", "table"]
