@@ -132,7 +132,7 @@ CHARTS = [
               "run_summary's proportions (each part ÷ the rank's traced span, mean over ranks), exposed "
               "communication drawn as transfer and waiting for a slower peer. Perfect scaling keeps the bar's "
               "length; what grows is where the added GPUs' time went.",
-              NO_SWEEP, "gpu_time_parts", _has("g"), build_gpu_time_per_token, WHY),
+              NO_SWEEP, "gpu_time_parts", _has("total_gpu_ns_per_token"), build_gpu_time_per_token, WHY),
     ChartSpec("efficiency_lost", "Efficiency points lost, by part",
               "Between the fastest runs of consecutive GPU counts: the drop of scaling efficiency vs the sweep's "
               "baseline (tick), split exactly into the change of each part's GPU-time per token "

@@ -32,19 +32,20 @@ def _step_label(df: pl.DataFrame) -> pl.Expr:
 
 
 def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
-    """parts: sweep_run_parts of the best runs (one per sweep × GPU count)."""
-    df = parts.with_columns(exposed_comm_transfer_g=pl.col("exposed_comm_g") - pl.col("wait_g"),
-                            exposed_comm_wait_g=pl.col("wait_g"))
-    df = df.sort(["workload", "world_size"]).with_columns(
+    """parts: run_gpu_time of the best runs (one per sweep × GPU count)."""
+    df = parts.with_columns(
+        exposed_comm_transfer_gpu_ns_per_token=pl.col("exposed_comm_gpu_ns_per_token")
+        - pl.col("exposed_comm_wait_gpu_ns_per_token"))
+    df = df.sort(["sweep", "world_size"]).with_columns(
         label=pl.format("{} · {}", pl.col("world_size").map_elements(gpus, return_dtype=pl.String), "run_id")
-        if df["workload"].n_unique() == 1 else
-        pl.format("{} · {} · {}", "workload", pl.col("world_size").map_elements(gpus, return_dtype=pl.String),
+        if df["sweep"].n_unique() == 1 else
+        pl.format("{} · {} · {}", "sweep", pl.col("world_size").map_elements(gpus, return_dtype=pl.String),
                   "run_id"))
     order = df["label"].to_list()
     long = pl.concat([df.select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
-                                us=pl.col(f"{key}_g") / 1e3)
+                                us=pl.col(f"{key}_gpu_ns_per_token") / 1e3)
                       for i, (key, name, _) in enumerate(PARTS)])
-    totals = df.select("label", total_us=pl.col("g") / 1e3)
+    totals = df.select("label", total_us=pl.col("total_gpu_ns_per_token") / 1e3)
     room = alt.Scale(domain=[0, 1.15 * (totals["total_us"].max() or 1)])
     bars = alt.Chart(data(long)).mark_bar(stroke="#999", strokeWidth=0.3).encode(
         y=alt.Y("label:N", title=None, sort=order),
@@ -86,21 +87,24 @@ def build_efficiency_lost(attribution: pl.DataFrame) -> alt.LayerChart:
         height=alt.Step(30))
 
 
-def build_kernel_growth(growth: pl.DataFrame) -> alt.Chart:
-    """growth: run_diff rows (the families that grew most) per GPU-count step."""
+def build_kernel_growth(growth: pl.DataFrame) -> alt.LayerChart:
+    """growth: run_diff rows (the families that grew most) per GPU-count step; one bar per step ×
+    family, grouped by step and largest first (no facet: its independent scales warn in Vega-Lite)."""
     df = growth.with_columns(step=_step_label(growth), ms=pl.col("delta_time_per_step_ns") / 1e6)
+    steps = df["step"].unique(maintain_order=True).to_list()
+    df = (df.with_columns(step_order=pl.col("step").replace_strict({s: i for i, s in enumerate(steps)}))
+          .sort(["step_order", "ms"], descending=[False, True])
+          .with_columns(label=pl.format("{}: {}", "step", "family")))
+    y = alt.Y("label:N", title=None, sort=df["label"].to_list(), axis=alt.Axis(labelLimit=360))
     bars = alt.Chart(data(df)).mark_bar().encode(
-        y=alt.Y("family:N", title=None, sort="-x"),
-        x=alt.X("ms:Q", title="added kernel time per step per GPU (ms)"),
+        y=y, x=alt.X("ms:Q", title="added kernel time per step per GPU (ms)"),
         color=alt.Color("kind:N", title="kind", scale=alt.Scale(  # the part colours of the other charts
             domain=["compute", "comm", "memory", "sync"], range=["#4c78a8", "#e45756", "#f58518", "#bab0ac"])),
         tooltip=["step:N", "family:N", "top_kernel:N", alt.Tooltip("ms:Q", format=".3~g"),
                  alt.Tooltip("count_per_step_a:Q", title="launches per step before", format=".1f"),
                  alt.Tooltip("count_per_step_b:Q", title="launches per step after", format=".1f")])
-    text = bars.mark_text(align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(
-        text=alt.Text("ms:Q", format=".3~g"))
-    return (bars + text).properties(width=WIDTH, height=alt.Step(18)).facet(
-        row=alt.Row("step:N", title=None, sort=df["step"].unique(maintain_order=True).to_list(),
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")),
-    ).resolve_scale(y="independent").properties(
-        title="Kernel families that grew most between the fastest runs of consecutive GPU counts")
+    text = alt.Chart(data(df)).mark_text(align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(
+        y=y, x="ms:Q", text=alt.Text("ms:Q", format=".3~g"))
+    return (bars + text).properties(
+        title="Kernel families that grew most between the fastest runs of consecutive GPU counts",
+        width=WIDTH, height=alt.Step(18))

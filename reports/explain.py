@@ -158,8 +158,8 @@ def _comm_detail(row: dict, by_group: pl.DataFrame) -> str:
 
 
 def run_parts(db: Database) -> pl.DataFrame:
-    """sweep_run_parts (GPU-ns per token by part) of the fastest run of each sweep at each GPU count."""
-    return db.sql("SELECT * FROM sweep_run_parts(NULL) WHERE is_best ORDER BY workload, world_size")
+    """run_gpu_time (GPU-ns per token by part) of the fastest run of each sweep at each GPU count."""
+    return db.query("run_gpu_time").filter("is_best")
 
 
 def for_runs(expl: Explanation, runs: list[str]) -> Explanation:

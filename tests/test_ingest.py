@@ -103,7 +103,7 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "straggler_rank", "types_agree", "collectives_seen", "num_collectives", "straggler_count",
             "layout", "strategy", "layouts_at_size", "rank_by_tokens_per_s", "warnings", "peak_flops_dtype",
             "peak_flops_basis", "process_group",
-            "vs", "baseline_gpus", "from_run", "to_run", "from_gpus", "to_gpus", "run_a", "run_b", "family", "kind", "top_kernel",
+            "vs", "baseline_gpus", "is_best", "is_baseline", "from_run", "to_run", "from_gpus", "to_gpus", "run_a", "run_b", "family", "kind", "top_kernel",
             "count_per_step_a", "count_per_step_b", "delta_count_per_step"}
 
 
