@@ -483,5 +483,75 @@ def run_all(paths, out_dir, png, quiet) -> None:
     sys.exit(1 if report_.errors else 0)
 
 
+@main.command(context_settings=CONTEXT)
+@click.argument("run_a")
+@click.argument("run_b")
+@DB_OPTION
+@click.option("--top", type=int, default=None, metavar="N", help="Only the N families that changed most.")
+@FORMAT_OPTION
+@COLUMNS_OPTION
+def diff(run_a, run_b, db, top, fmt, columns) -> None:
+    """What changed between two runs, per kernel family (query run_diff).
+
+    Per family (GEMM, attention, elementwise, norm, optimizer, each collective
+    × process group, memcpy, ...; templated kernel names grouped): launches and
+    kernel time per step per GPU in RUN_A and RUN_B, and the change, largest
+    first.  Normalised per profiled step and per traced rank, so runs of
+    different sizes compare.
+
+    \b
+    Example:
+      scaletrace diff ddp-2 ddp-4 --db demo.duckdb
+      scaletrace diff llama-64 llama-128 --db runs.duckdb --top 10 --format csv
+    """
+    from scaletrace.reports.explain import run_diff
+
+    try:
+        with connect(db) as database:
+            result = run_diff(database, run_a, run_b)
+    except (queries.QueryError, DatabaseError) as exc:
+        fail(str(exc))
+    if top is not None:
+        result = result.head(top)
+    _emit(_select(result, columns, "diff"), fmt)
+
+
+@main.command(context_settings=CONTEXT)
+@DB_OPTION
+@click.option("--workload", default=None, help="Only this sweep (run.json `workload`; default: every sweep).")
+@FORMAT_OPTION
+def explain(db, workload, fmt) -> None:
+    """Why efficiency drops: where each added GPU's time went, in sentences and a table.
+
+    For each sweep, between the best runs of consecutive GPU counts: the change
+    of GPU-time per token and the points of scaling efficiency (vs the sweep's
+    baseline) lost to compute, exposed communication (of which waiting),
+    exposed memory, other and idle (query scaling_attribution), the process
+    group behind exposed communication, and the kernel families that grew.
+    --format csv/json prints only the table.
+
+    \b
+    Example:
+      scaletrace explain --db demo.duckdb
+      scaletrace explain --db runs.duckdb --workload llama7b --format csv
+    """
+    from scaletrace.reports.explain import explain as explain_runs, table
+
+    try:
+        with connect(db) as database:
+            if workload:
+                database._check_known("workload", workload)
+            result = explain_runs(database, workload)
+    except (queries.QueryError, DatabaseError) as exc:
+        fail(str(exc))
+    if result.attribution.is_empty():
+        fail("no sweep with two GPU counts to compare: give runs a workload and tokens_per_step in run.json")
+    if fmt in ("table", "line"):
+        for sentence in result.sentences:
+            click.echo(sentence)
+        click.echo()
+    _emit(table(result.attribution), fmt)
+
+
 if __name__ == "__main__":
     main()

@@ -62,6 +62,9 @@ class SynthRun:
     parallel: dict = field(default_factory=dict)
     power_watts: float | None = None  # writes rank{r}.power.jsonl: constant power per GPU
     kernels_per_step: int = 1  # the compute window split into this many back-to-back kernels
+    # explicit compute kernels per step, back to back: ((name, dur_us), ...); their durations must sum
+    # to compute_us; replaces the random KERNEL_MIX split (for tests that need a known kernel mix)
+    kernel_mix: tuple = ()
     tp: int = 1  # > 1: DP groups "dp{r % tp}" of ranks/tp and TP groups "tp{r // tp}" of tp ranks
     gzip: bool = False
     kernel_prefix: str = ""  # prepended to kernel names (e.g. markup, for escaping tests)
@@ -100,6 +103,18 @@ def _split(total: int, parts: int, rng: random.Random) -> list[int]:
     return [b - a for a, b in zip(bounds, bounds[1:])]
 
 
+def _compute_kernels(spec: SynthRun, rng: random.Random) -> list[tuple[str, int]]:
+    """(name, dur_us) of one step's compute kernels on one rank, in launch order."""
+    if spec.kernel_mix:
+        if sum(dur for _, dur in spec.kernel_mix) != spec.compute_us:
+            raise ValueError(f"kernel_mix durations sum to {sum(d for _, d in spec.kernel_mix)} µs, "
+                             f"not compute_us = {spec.compute_us}")
+        return [(spec.kernel_prefix + name, dur) for name, dur in spec.kernel_mix]
+    names = [spec.kernel_prefix + KERNEL_MIX[0]] + [KERNEL_MIX[rng.randrange(len(KERNEL_MIX))]
+                                                  for _ in range(spec.kernels_per_step - 1)]
+    return list(zip(names, _split(spec.compute_us, spec.kernels_per_step, rng)))
+
+
 def _groups(spec: SynthRun, rank: int) -> dict:
     """Process-group names and sizes of a rank: ("0", world) / ("1", world) without TP."""
     if spec.tp <= 1:
@@ -127,9 +142,7 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}",
                        "pid": pid, "tid": pid, "ts": s0 - shift, "dur": spec.step_us, "args": {}})
         a = spec.starts(step)[rank]
-        names = [spec.kernel_prefix + KERNEL_MIX[0]] + [KERNEL_MIX[rng.randrange(len(KERNEL_MIX))]
-                                                          for _ in range(spec.kernels_per_step - 1)]
-        for name, dur in zip(names, _split(spec.compute_us, spec.kernels_per_step, rng)):
+        for name, dur in _compute_kernels(spec, rng):
             events.append(_kernel(name, a - shift, dur, 7, launch(s0 + 1)))
             a += dur
         begin, end = spec.allreduce(step)[rank]
@@ -183,9 +196,14 @@ def write_run(root: Path, spec: SynthRun) -> Path:
 
 def sweep_specs(ranks: list[int], steps: int = 5, kernels_per_step: int = 20, tp: int = 1,
                 straggler: int | None = None, delay_us: int = 200, clock_offset_us: int = 0,
-                workload: str = "synth", seed: int = 0, gzip: bool = True) -> list[SynthRun]:
+                workload: str = "synth", seed: int = 0, gzip: bool = True,
+                exposed_from: int | None = None) -> list[SynthRun]:
     """One run per world size in ``ranks`` (what ``scaletrace synth`` writes): a 2 ms step, 600 µs of
-    compute, a TP all_gather when ``tp`` > 1, the straggler in every run that has that rank."""
+    compute, a TP all_gather when ``tp`` > 1, the straggler in every run that has that rank.
+
+    ``exposed_from``: runs with fewer ranks hide their all_reduce entirely under compute
+    (transfer_us = overlap_us = 50), so exposed communication appears only from that many
+    ranks on (there: transfer_us = 100, 50 µs exposed per step).  None: every run exposes 50 µs."""
     specs = []
     for n in ranks:
         if n < 1 or n % tp:
@@ -195,5 +213,6 @@ def sweep_specs(ranks: list[int], steps: int = 5, kernels_per_step: int = 20, tp
             kernels_per_step=kernels_per_step, tp=tp, tp_comm_us=40 if tp > 1 else 0,
             straggler_rank=straggler if straggler is not None and straggler < n else None,
             straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
+            transfer_us=50 if exposed_from is not None and n < exposed_from else 100,
             parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gzip))
     return specs

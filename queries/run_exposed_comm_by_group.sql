@@ -11,23 +11,6 @@
 -- collectives run at once), so it is named apart.  exposed_per_rank_ns /
 -- comm_per_rank_ns = Σ over the run's events ÷ ranks; count = events.
 -- Units: *_ns nanoseconds, *_pct percent (0–100).
-WITH spans AS (
-    SELECT run_id, rank, span_ns FROM window_breakdown(false, $run_id) WHERE span_ns > 0
-),
-ranks AS (
-    SELECT run_id, count(*) AS num_ranks FROM spans GROUP BY run_id
-),
-per_rank AS (
-    SELECT run_id, rank, coalesce(pg_desc, pg_name, 'unnamed group') AS process_group,
-           coalesce(collective, '?') AS collective,
-           count(*) AS count, sum(dur_ns) AS comm_ns, sum(exposed_ns) AS exposed_ns
-    FROM comm_events($run_id) GROUP BY ALL
-)
-SELECT p.run_id, p.process_group, p.collective, r.num_ranks,
-       sum(p.count)::BIGINT AS count,
-       sum(p.comm_ns) / r.num_ranks AS comm_per_rank_ns,
-       sum(p.exposed_ns) / r.num_ranks AS exposed_per_rank_ns,
-       sum(100.0 * p.exposed_ns / s.span_ns) / r.num_ranks AS group_exposed_comm_pct
-FROM per_rank p JOIN spans s USING (run_id, rank) JOIN ranks r USING (run_id)
-GROUP BY p.run_id, p.process_group, p.collective, r.num_ranks
-ORDER BY p.run_id, group_exposed_comm_pct DESC
+-- (The relation is macros/run_group_exposed.sql, shared with scaling_attribution_by_group.)
+SELECT * FROM run_group_exposed($run_id)
+ORDER BY run_id, group_exposed_comm_pct DESC

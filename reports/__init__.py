@@ -68,7 +68,8 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
                 f"from {source.name}; generated {time.strftime('%Y-%m-%d %H:%M')}")
     out = Path(out)
     created = _make_dirs(out.parent)
-    text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings)
+    text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
+                  sections=_sections(drawn, data))
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):
@@ -77,6 +78,20 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
             images += export_images(drawn, Path(directory), fmt)
     return ReportResult(out, [k for k, *_ in drawn], notes, found, len(text.encode()), images,
                         headline_lines(data.runs), data.warnings, created)
+
+
+def _sections(drawn, data: report_data.ReportData) -> dict[str, tuple[str, list[str]]]:
+    """The first drawn chart of each report section -> (heading, its sentences)."""
+    from scaletrace.reports.charts_explain import WHY
+
+    section_of = {spec.key: spec.section for spec in chart_defs.CHARTS}
+    out, seen = {}, set()
+    for key, *_ in drawn:
+        section = section_of.get(key, "")
+        if section and section not in seen:
+            seen.add(section)
+            out[key] = (section, data.why if section == WHY else [])
+    return out
 
 
 def _make_dirs(directory: Path) -> list[Path]:

@@ -19,6 +19,8 @@ import polars as pl
 from scaletrace.reports.charts_layouts import HEATMAP_MIN_LAYOUTS, build_layout_heatmap, build_layouts
 from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_compute, build_efficiency, build_energy,
                                     build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
+from scaletrace.reports.charts_explain import (WHY, build_efficiency_lost, build_gpu_time_per_token,
+                                               build_kernel_growth)
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
@@ -31,6 +33,7 @@ class ChartSpec:
     source: str  # ReportData attribute
     select: Callable[[pl.DataFrame], pl.DataFrame]
     build: Callable[[pl.DataFrame], alt.TopLevelMixin]
+    section: str = ""  # a report section this chart opens or belongs to (a heading before its first chart)
 
 
 def _has(col: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -122,6 +125,27 @@ CHARTS = [
               "the cost of the added communication and idle time.",
               "No power samples: collect on CUDA with nvidia-ml-py installed.", "runs",
               _has("energy_per_token_j"), build_energy),
+    # "Why efficiency drops" (reports/charts_explain.py, numbers from scaling_attribution and run_diff).
+    # Hooks: the idle breakdown and compute efficiency charts go here, with section=WHY.
+    ChartSpec("gpu_time_per_token", "GPU-time per token by part",
+              "For the fastest run of each sweep at each GPU count: step time × GPUs ÷ tokens per step, split in "
+              "run_summary's proportions (each part ÷ the rank's traced span, mean over ranks), exposed "
+              "communication drawn as transfer and waiting for a slower peer. Perfect scaling keeps the bar's "
+              "length; what grows is where the added GPUs' time went.",
+              NO_SWEEP, "gpu_time_parts", _has("total_gpu_ns_per_token"), build_gpu_time_per_token, WHY),
+    ChartSpec("efficiency_lost", "Efficiency points lost, by part",
+              "Between the fastest runs of consecutive GPU counts: the drop of scaling efficiency vs the sweep's "
+              "baseline (tick), split exactly into the change of each part's GPU-time per token "
+              "(points = 100 · GPU-time_baseline · Δpart ÷ (GPU-time_before · GPU-time_after)); bars left of "
+              "zero are parts that got cheaper. Query scaling_attribution.",
+              "No sweep with two GPU counts (give runs a workload and tokens_per_step in run.json).",
+              "attribution", _has("efficiency_lost_pts"), build_efficiency_lost, WHY),
+    ChartSpec("kernel_growth", "What grew: kernel families",
+              f"Between the fastest runs of consecutive GPU counts, the kernel families whose time per profiled "
+              "step per GPU (Σ durations ÷ (ranks traced × steps); CPU ops by self time) grew most; "
+              "`scaletrace diff RUN_A RUN_B` lists every family. Query run_diff.",
+              "No sweep with two GPU counts whose runs have kernel time that grew.", "growth",
+              _has("delta_time_per_step_ns"), build_kernel_growth, WHY),
 ]
 
 __all__ = ["CHARTS", "ChartSpec"]

@@ -39,6 +39,13 @@ class ReportData:
     rank_wait: pl.DataFrame  # per run × rank (sampled)
     warnings: list[str] = field(default_factory=list)  # run_summary.warnings, one line per run
     notes: list[str] = field(default_factory=list)  # what was sampled or left out
+    # "Why efficiency drops" (reports/explain.py): scaling_attribution of consecutive GPU counts, its
+    # per-group split, run_diff's growing families, sweep_run_parts of the best runs, the sentences
+    attribution: pl.DataFrame = field(default_factory=pl.DataFrame)
+    attribution_by_group: pl.DataFrame = field(default_factory=pl.DataFrame)
+    growth: pl.DataFrame = field(default_factory=pl.DataFrame)
+    gpu_time_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
+    why: list[str] = field(default_factory=list)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -73,12 +80,24 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     collectives = db.query("run_collectives").join(best, on="run_id", how="inner")
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
     rank_wait = _sample_ranks(_filter(db.query("rank_wait"), wanted), notes)
+    why = _why(db, wanted)
     return ReportData(
+        **why,
         runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
         warnings=_warnings(summary), notes=notes,
     )
+
+
+def _why(db: Database, wanted: list[str]) -> dict:
+    """The "Why efficiency drops" tables and sentences, for the steps whose runs are both selected."""
+    from scaletrace.reports import explain
+
+    expl = explain.for_runs(explain.explain(db), wanted)
+    return {"attribution": expl.attribution, "attribution_by_group": expl.by_group, "growth": expl.growth,
+            "gpu_time_parts": _filter(explain.run_parts(db), wanted),
+            "why": expl.sentences + explain.extra_sentences(db)}
 
 
 def _scaling(scaling: pl.DataFrame, wanted: list[str], notes: list[str]) -> pl.DataFrame:

@@ -91,5 +91,14 @@ def run_findings(data: ReportData) -> list[str]:
     return [f"MFU ranges from {lo['mfu_pct']:.1f} % ({lo['run_id']}) to {hi['mfu_pct']:.1f} % ({hi['run_id']})."]
 
 
+def why_findings(data: ReportData) -> list[str]:
+    """The biggest causes of the efficiency lost at each GPU-count step (scaling_attribution)."""
+    from scaletrace.reports.explain import cause_sentence
+
+    rows = data.attribution.iter_rows(named=True) if not data.attribution.is_empty() else []
+    return [s for row in rows if (s := cause_sentence(row, data.attribution_by_group))]
+
+
 def findings(data: ReportData) -> list[str]:
-    return scaling_findings(data) + layout_findings(data) + comm_findings(data) + run_findings(data)
+    return (scaling_findings(data) + why_findings(data) + layout_findings(data) + comm_findings(data)
+            + run_findings(data))

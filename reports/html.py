@@ -31,7 +31,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child, td:nth-child(2) { text-align: left; white-space: nowrap; }
 .chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
-.warn { color: #a00; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
+.warn { color: #a00; } h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
 """
 
 
@@ -73,11 +73,22 @@ TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
                 "(exposed comm = communication not hidden under compute).")
 
 
+def _section_head(heading: str, sentences: list[str]) -> str:
+    anchor = "-".join(heading.lower().split())
+    items = "".join(f"<li>{html.escape(x)}</li>" for x in sentences)
+    return f'<h2 class="section" id="{html.escape(anchor)}">{html.escape(heading)}</h2>' + \
+        (f'<ul class="why">{items}</ul>' if items else "")
+
+
 def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
-           charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = ()) -> str:
-    """charts: (key, title, caption, Vega-Lite spec); warnings: shown above the findings."""
+           charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = (),
+           sections: dict[str, tuple[str, list[str]]] | None = None) -> str:
+    """charts: (key, title, caption, Vega-Lite spec); warnings: shown above the findings; sections:
+    chart key -> (heading, sentences) shown before that chart (the first of a report section)."""
+    sections = sections or {}
     items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
-    sections = "".join(
+    body = "".join(
+        (_section_head(*sections[k]) if k in sections else "") +
         f'<section class="chart"><h2>{html.escape(t)}</h2><div id="chart-{html.escape(k)}"></div>'
         f'<p class="caption">{html.escape(c)}</p></section>' for k, t, c, _ in charts)
     warn_items = "".join(f'<li class="warn">{html.escape(w)}</li>' for w in warnings)
@@ -94,7 +105,7 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
 {f'<h2>Warnings</h2><ul id="warnings">{warn_items}</ul>' if warnings else ''}
 <h2>Findings</h2><ul id="findings">{items}</ul>
 <h2>Runs</h2>{summary_table(runs)}<p class="legend">{html.escape(TABLE_LEGEND)}</p>
-{sections}
+{body}
 {f'<h2>Not shown</h2><ul id="notes">{note_items}</ul>' if notes else ''}
 <script type="application/json" id="specs">{specs}</script>
 <script>

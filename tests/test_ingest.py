@@ -92,7 +92,8 @@ def test_query_loader_refuses_undeclared_parameters(tmp_path):
         queries.parse(bad.read_text(), bad)
 
 
-UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu", "_ratio", "_tflops")
+UNIT_SUFFIXES = ("_ns", "_us", "_pct", "_bytes", "_gbps", "_j", "_per_s", "_per_s_per_gpu", "_ratio", "_tflops",
+                 "_gpu_ns_per_token", "_pts")
 # Identifiers, labels, counts and named quantities whose unit is in the name or the header.
 UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq", "seq_source",
             "group_size", "dtype", "bw_null_reason", "meta_source", "kernel", "count", "num_ranks",
@@ -104,7 +105,11 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "peak_flops_basis", "process_group",
             # idle and op efficiency (flops: a FLOP count)
             "stream", "idle_category", "family", "pass", "name", "input_dims", "num_ops",
-            "num_ops_without_flops", "flops"}
+            "num_ops_without_flops", "flops",
+            # scaling attribution and run_diff
+            "vs", "baseline_gpus", "is_best", "is_baseline", "from_run", "to_run", "from_gpus", "to_gpus",
+            "run_a", "run_b", "kind", "top_kernel", "count_per_step_a", "count_per_step_b",
+            "delta_count_per_step"}
 
 
 @pytest.mark.parametrize("name", queries.names())
@@ -121,9 +126,10 @@ def test_every_query_documents_its_grain_and_units(name):
 # name (MFU ÷ peak FLOP/s, an efficiency ÷ the ideal).  A new bare `_pct` column joins one of these
 # sets only if it is one of these things.
 SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct",
-               "overlapped_comm_pct", "group_exposed_comm_pct",
+               "overlapped_comm_pct", "group_exposed_comm_pct", "from_group_exposed_comm_pct",
+               "to_group_exposed_comm_pct",
                "host_wait_pct", "dependency_wait_pct", "other_idle_pct"}
-NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct"}
+NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
 
 
 @pytest.mark.parametrize("name", queries.names())

@@ -1,0 +1,191 @@
+"""Why efficiency drops: the scaling attribution, per process group, and what grew, in numbers and words.
+
+The library behind ``scaletrace explain``, ``scaletrace diff``, the report's
+"Why efficiency drops" section and its findings, so all of them say the same
+thing.  Numbers come from the queries ``scaling_attribution``,
+``scaling_attribution_by_group`` and ``run_diff`` (their headers define every
+column); this module only picks rows and words.
+
+Hooks for the parts another change adds (idle breakdown, compute
+efficiency): ``EXTRA_SENTENCES`` is a list of functions
+``(db: Database, workload: str | None) -> list[str]`` whose sentences are
+appended to ``Explanation.sentences`` (and so to ``scaletrace explain`` and the
+report section); register one there, next to its query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import polars as pl
+
+from scaletrace.pipeline.db import Database
+from scaletrace.queries import QueryError
+from scaletrace.reports.chartkit import baseline, gpus
+
+# The five parts of scaling_attribution, in stacking order, with their words.
+PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "exposed_memory": "exposed memory",
+         "other": "other (sync, unclassified)", "idle": "idle"}
+TOP_FAMILIES = 3  # kernel families named per GPU-count step
+# Hooks: more sentences for `explain` and the report section, e.g. the idle breakdown or compute efficiency.
+EXTRA_SENTENCES: list[Callable[[Database, str | None], list[str]]] = []
+
+
+@dataclass
+class Explanation:
+    attribution: pl.DataFrame  # scaling_attribution, vs = 'previous' rows (best runs of consecutive GPU counts)
+    by_group: pl.DataFrame  # scaling_attribution_by_group, the same pairs
+    growth: pl.DataFrame  # run_diff of each pair, top families by growth, with sweep, from_run, to_run
+    sentences: list[str] = field(default_factory=list)
+
+
+def gpu_time(ns: float | None) -> str:
+    """GPU-time per token in a readable unit: '412 ns', '85.4 µs', '3.28 ms'."""
+    if ns is None:
+        return "n/a"
+    a = abs(ns)
+    value, unit = (ns / 1e6, "ms") if a >= 1e6 else (ns / 1e3, "µs") if a >= 1e3 else (ns, "ns")
+    return f"{value:.3g} {unit}"
+
+
+def _pts(x: float) -> str:
+    return f"{x:.1f}" if abs(x) < 10 else f"{x:.0f}"
+
+
+def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
+    """run_diff of two runs (QueryError naming an unknown run)."""
+    return db.query("run_diff", run_a=run_a, run_b=run_b)
+
+
+def explain(db: Database, workload: str | None = None) -> Explanation:
+    """The attribution of every GPU-count step of every sweep (or of ``workload``) and its sentences."""
+    params = {"workload": workload} if workload else {}
+    attribution = db.query("scaling_attribution", **params).filter(pl.col("vs") == "previous")
+    by_group = db.query("scaling_attribution_by_group", **params).filter(pl.col("vs") == "previous")
+    growth = _growth(db, attribution)
+    out = Explanation(attribution, by_group, growth)
+    out.sentences = sentences(attribution, by_group, growth)
+    out.sentences += extra_sentences(db, workload)
+    return out
+
+
+def extra_sentences(db: Database, workload: str | None = None) -> list[str]:
+    """The sentences of the EXTRA_SENTENCES hooks (idle breakdown, compute efficiency, ...)."""
+    return [line for extra in EXTRA_SENTENCES for line in extra(db, workload)]
+
+
+def _growth(db: Database, attribution: pl.DataFrame) -> pl.DataFrame:
+    """The kernel families that grew most (time per step per GPU) at each step of each sweep."""
+    frames = []
+    for row in attribution.iter_rows(named=True):
+        diff = run_diff(db, row["from_run"], row["to_run"])
+        top = diff.filter(pl.col("delta_time_per_step_ns") > 0).head(TOP_FAMILIES)
+        frames.append(top.with_columns(sweep=pl.lit(row["sweep"]), from_gpus=pl.lit(row["from_gpus"]),
+                                       to_gpus=pl.lit(row["to_gpus"])))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def sentences(attribution: pl.DataFrame, by_group: pl.DataFrame, growth: pl.DataFrame) -> list[str]:
+    """One sentence per GPU-count step: the efficiency lost, split by part, the biggest cause named."""
+    return [step_sentence(row, by_group, growth) for row in attribution.iter_rows(named=True)]
+
+
+def step_sentence(row: dict, by_group: pl.DataFrame, growth: pl.DataFrame) -> str:
+    lost = row["efficiency_lost_pts"]
+    step = f"{row['sweep']}: from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}"
+    cost = (f"GPU-time per token went from {gpu_time(row['from_gpu_ns_per_token'])} to "
+            f"{gpu_time(row['to_gpu_ns_per_token'])}")
+    eff = (f"scaling efficiency vs {baseline(row['baseline_gpus'])} "
+           f"{'fell' if lost > 0 else 'rose'} from {row['from_scaling_efficiency_pct']:.0f} % to "
+           f"{row['to_scaling_efficiency_pct']:.0f} %")
+    parts = sorted(PARTS, key=lambda p: -abs(row[f"{p}_lost_pts"]))
+    listed = ", ".join(f"{PARTS[p]} {_signed(row[f'{p}_lost_pts'], lost)}" for p in parts
+                       if abs(row[f"{p}_lost_pts"]) >= 0.05)
+    verb = "lost" if lost > 0 else "gained"
+    text = f"{step}, {cost}; {eff} ({_pts(abs(lost))} points {verb}: {listed or 'no part changed'})."
+    top = parts[0]
+    if lost > 0 and row[f"{top}_lost_pts"] > 0:
+        text += f" The biggest cause is {PARTS[top]}"
+        if top == "exposed_comm":
+            text += _comm_detail(row, by_group)
+        text += "."
+    grew = growth.filter((pl.col("sweep") == row["sweep"]) & (pl.col("run_b") == row["to_run"])
+                         & (pl.col("run_a") == row["from_run"])) if not growth.is_empty() else growth
+    if not grew.is_empty():
+        fams = ", ".join(f"{r['family']} +{r['delta_time_per_step_ns'] / 1e6:.3g} ms" for r in grew.iter_rows(named=True))
+        text += f" Grew most per step per GPU: {fams}."
+    return text
+
+
+def cause_sentence(row: dict, by_group: pl.DataFrame) -> str | None:
+    """The issue's short form, for the report's findings: 'of the 38 points lost from 2 GPUs to 4 GPUs,
+    15 are exposed communication (7.8 waiting; all_reduce in ...: 15), 15 idle, 6.9 compute'."""
+    lost = row["efficiency_lost_pts"]
+    if lost <= 0:
+        return None
+    parts = [p for p in sorted(PARTS, key=lambda p: -row[f"{p}_lost_pts"]) if row[f"{p}_lost_pts"] >= 0.05]
+    said = []
+    for p in parts:
+        text = f"{_pts(row[f'{p}_lost_pts'])} {'are' if not said else ''} {PARTS[p]}".replace("  ", " ")
+        if p == "exposed_comm":
+            text += _comm_detail(row, by_group)
+        said.append(text)
+    return (f"{row['sweep']}: of the {_pts(lost)} points of scaling efficiency (vs "
+            f"{baseline(row['baseline_gpus'])}) lost from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}, "
+            f"{', '.join(said)}.")
+
+
+def _signed(pts: float, total: float) -> str:
+    return f"{'+' if pts > 0 else '−'}{_pts(abs(pts))}" if total > 0 else f"{'−' if pts > 0 else '+'}{_pts(abs(pts))}"
+
+
+def _comm_detail(row: dict, by_group: pl.DataFrame) -> str:
+    """', of which waiting 3.1 points; mostly all_reduce in process group default_pg (14 points)'."""
+    out = ""
+    wait = row["exposed_comm_wait_lost_pts"]
+    if abs(wait) >= 0.05:
+        out += f" (of which waiting for a slower peer {_pts(wait)} points)"
+    groups = by_group.filter((pl.col("sweep") == row["sweep"]) & (pl.col("from_run") == row["from_run"])
+                             & (pl.col("to_run") == row["to_run"])).sort("exposed_comm_lost_pts", descending=True)
+    if groups.height:
+        g = groups.row(0, named=True)
+        if g["exposed_comm_lost_pts"] > 0:
+            where = ("an unnamed process group" if g["process_group"] == "unnamed group"
+                     else f"process group {g['process_group']}")
+            out += f", mostly {g['collective']} in {where} ({_pts(g['exposed_comm_lost_pts'])} points)"
+    return out
+
+
+def run_parts(db: Database) -> pl.DataFrame:
+    """run_gpu_time (GPU-ns per token by part) of the fastest run of each sweep at each GPU count."""
+    return db.query("run_gpu_time").filter("is_best")
+
+
+def for_runs(expl: Explanation, runs: list[str]) -> Explanation:
+    """Only the steps whose two runs are both in ``runs`` (the report's --runs), sentences rebuilt."""
+    def keep(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
+        return df.filter(pl.col(a).is_in(runs) & pl.col(b).is_in(runs)) if not df.is_empty() else df
+
+    out = Explanation(keep(expl.attribution, "from_run", "to_run"), keep(expl.by_group, "from_run", "to_run"),
+                      keep(expl.growth, "run_a", "run_b"))
+    out.sentences = sentences(out.attribution, out.by_group, out.growth)
+    return out
+
+
+def table(attribution: pl.DataFrame) -> pl.DataFrame:
+    """The attribution for a terminal: one row per step, GPU-µs per token and points lost per part."""
+    return attribution.select(
+        "sweep", step=pl.format("{} → {}", "from_gpus", "to_gpus"),
+        runs=pl.format("{} → {}", "from_run", "to_run"),
+        gpu_us_per_token=pl.format("{} → {}", pl.col("from_gpu_ns_per_token").truediv(1e3).round(2),
+                                   pl.col("to_gpu_ns_per_token").truediv(1e3).round(2)),
+        efficiency_pct=pl.format("{} → {}", pl.col("from_scaling_efficiency_pct").round(1),
+                                 pl.col("to_scaling_efficiency_pct").round(1)),
+        lost_pts=pl.col("efficiency_lost_pts").round(1),
+        **{f"{p}_pts": pl.col(f"{p}_lost_pts").round(1) for p in PARTS},
+        waiting_pts=pl.col("exposed_comm_wait_lost_pts").round(1))
+
+
+__all__ = ["EXTRA_SENTENCES", "Explanation", "PARTS", "QueryError", "explain", "gpu_time", "run_diff",
+           "run_parts", "for_runs", "extra_sentences", "sentences", "table"]
