@@ -19,8 +19,8 @@ import polars as pl
 from scaletrace.reports.charts_layouts import HEATMAP_MIN_LAYOUTS, build_layout_heatmap, build_layouts
 from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_compute, build_efficiency, build_energy,
                                     build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
-from scaletrace.reports.charts_explain import (WHY, build_efficiency_lost, build_gpu_time_per_token,
-                                               build_kernel_growth)
+from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
+                                               build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
@@ -125,8 +125,8 @@ CHARTS = [
               "the cost of the added communication and idle time.",
               "No power samples: collect on CUDA with nvidia-ml-py installed.", "runs",
               _has("energy_per_token_j"), build_energy),
-    # "Why efficiency drops" (reports/charts_explain.py, numbers from scaling_attribution and run_diff).
-    # Hooks: the idle breakdown and compute efficiency charts go here, with section=WHY.
+    # "Why efficiency drops" (reports/charts_explain.py; numbers from scaling_attribution, run_diff,
+    # idle_breakdown, compute_efficiency and op_efficiency).
     ChartSpec("gpu_time_per_token", "GPU-time per token by part",
               "For the fastest run of each sweep at each GPU count: step time × GPUs ÷ tokens per step, split in "
               "run_summary's proportions (each part ÷ the rank's traced span, mean over ranks), exposed "
@@ -146,6 +146,28 @@ CHARTS = [
               "`scaletrace diff RUN_A RUN_B` lists every family. Query run_diff.",
               "No sweep with two GPU counts whose runs have kernel time that grew.", "growth",
               _has("delta_time_per_step_ns"), build_kernel_growth, WHY),
+    ChartSpec("idle_breakdown", "Why the GPUs sit idle",
+              "For the fastest run of each sweep at each GPU count: the time in a profiled step with no device "
+              "activity on any stream (rank_step_breakdown's idle), in ms per step, mean over ranks and steps, "
+              "split by what each idle gap ended on (query idle_breakdown): waiting for the host to launch (the "
+              "next kernel was launched only after the gap began: CPU-bound, e.g. many small kernels), waiting "
+              "on a dependency (it was queued before the gap: a stream or event wait, a peer, a synchronize), "
+              "and other (no launching call in the trace). On CPU-only traces every gap is host time: the "
+              "threads were outside any recorded op.",
+              "No idle time in the fastest runs' traces.", "idle_parts",
+              lambda df: df.filter(pl.col("idle_ns") > 0) if "idle_ns" in df.columns else df.clear(),
+              build_idle_breakdown, WHY),
+    ChartSpec("compute_efficiency", "Compute efficiency vs GPUs",
+              "For the fastest run of each sweep at each GPU count: achieved FLOP/s of its GEMM, attention and "
+              "convolution ops (FLOPs from the recorded shapes ÷ the GPU time of the kernels they launched, "
+              "summed over ranks and steps) as % of the device's peak for the op's dtype (dashed: 100 %), per "
+              "family (query op_efficiency) and over all of them, FLOPs-weighted (compute_efficiency); labels "
+              "give TFLOP/s. Falling bars as GPUs are added: the same kernels do less per FLOP on smaller "
+              "per-GPU work. Covers these ops' kernels only, not the step (that is MFU).",
+              "No FLOP-counted ops: needs GPU traces taken with record_shapes (scaletrace's collector turns it "
+              "on; torch.profiler's record_shapes=True otherwise) of GEMM, attention or convolution ops, on a "
+              "device whose peak for their dtype is known.", "compute_parts", _has("pct_of_peak"),
+              build_compute_efficiency, WHY),
 ]
 
 __all__ = ["CHARTS", "ChartSpec"]

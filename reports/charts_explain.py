@@ -5,9 +5,9 @@ Numbers are scaling_attribution's (and sweep_run_parts', run_diff's): see their
 query headers.  Exposed communication is drawn as its transfer and its waiting
 for a slower peer, so the stacks still sum to the total.
 
-Hooks: the idle breakdown and compute efficiency charts belong in this module
-too (``build_idle_breakdown(df)``, ``build_compute_efficiency(df)``), listed in
-reports/charts.py with ``section=WHY``.
+The idle breakdown and compute efficiency charts draw reports/efficiency.py's
+tables (idle_breakdown's parts per step; compute_efficiency and op_efficiency
+per family) of the same runs, one bar per run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, WIDTH, data, gpus
+from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, gpus
+from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, IDLE_PARTS
 
 WHY = "Why efficiency drops"  # the report section these charts open (reports/charts.py ChartSpec.section)
 # (column stem in the data, label, colour) in stacking order; run_summary's part colours, waiting lighter
@@ -31,16 +32,20 @@ def _step_label(df: pl.DataFrame) -> pl.Expr:
     return pl.format("{}: {}", "sweep", label) if sweeps else label
 
 
+def _run_labels(df: pl.DataFrame) -> pl.DataFrame:
+    """Sorted by sweep and GPUs, with a bar label '4 GPUs · run' ('sweep · 4 GPUs · run' for several sweeps)."""
+    n = pl.col("world_size").map_elements(gpus, return_dtype=pl.String)
+    label = (pl.format("{} · {}", n, "run_id") if df["sweep"].n_unique() == 1
+             else pl.format("{} · {} · {}", "sweep", n, "run_id"))
+    return df.sort(["sweep", "world_size"]).with_columns(label=label)
+
+
 def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
     """parts: run_gpu_time of the best runs (one per sweep × GPU count)."""
     df = parts.with_columns(
         exposed_comm_transfer_gpu_ns_per_token=pl.col("exposed_comm_gpu_ns_per_token")
         - pl.col("exposed_comm_wait_gpu_ns_per_token"))
-    df = df.sort(["sweep", "world_size"]).with_columns(
-        label=pl.format("{} · {}", pl.col("world_size").map_elements(gpus, return_dtype=pl.String), "run_id")
-        if df["sweep"].n_unique() == 1 else
-        pl.format("{} · {} · {}", "sweep", pl.col("world_size").map_elements(gpus, return_dtype=pl.String),
-                  "run_id"))
+    df = _run_labels(df)
     order = df["label"].to_list()
     long = pl.concat([df.select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
                                 us=pl.col(f"{key}_gpu_ns_per_token") / 1e3)
@@ -108,3 +113,63 @@ def build_kernel_growth(growth: pl.DataFrame) -> alt.LayerChart:
     return (bars + text).properties(
         title="Kernel families that grew most between the fastest runs of consecutive GPU counts",
         width=WIDTH, height=alt.Step(18))
+
+
+IDLE_COLOURS = {"host_wait": "#b279a2", "dependency_wait": "#9ecae9", "other_idle": "#dddddd"}
+
+
+def build_idle_breakdown(idle: pl.DataFrame) -> alt.LayerChart:
+    """idle: reports.efficiency.idle_per_step of the best runs (ms per step, mean over ranks and steps)."""
+    df = _run_labels(idle)
+    order = df["label"].to_list()
+    names = list(IDLE_PARTS.values())
+    long = pl.concat([df.select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
+                                ms=pl.col(f"{key}_ns") / 1e6, pct=100 * pl.col(f"{key}_ns") / pl.col("idle_ns"))
+                      for i, (key, name) in enumerate(IDLE_PARTS.items())])
+    totals = df.select("label", idle_ms=pl.col("idle_ns") / 1e6)
+    room = alt.Scale(domain=[0, 1.15 * (totals["idle_ms"].max() or 1)])
+    bars = alt.Chart(data(long)).mark_bar(stroke="#999", strokeWidth=0.3).encode(
+        y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=360)),
+        x=alt.X("ms:Q", title="idle time per step (ms, mean over ranks and steps)", stack="zero", scale=room),
+        color=alt.Color("part:N", title="idle: cause", sort=names,
+                        scale=alt.Scale(domain=names, range=[IDLE_COLOURS[k] for k in IDLE_PARTS])),
+        order="order:Q",
+        tooltip=["run_id:N", "part:N", alt.Tooltip("ms:Q", title="ms per step", format=MS),
+                 alt.Tooltip("pct:Q", title="% of the idle time", format=".1f")])
+    total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
+        y=alt.Y("label:N", sort=order), x=alt.X("idle_ms:Q", scale=room), text=alt.Text("idle_ms:Q", format=MS))
+    return (bars + total).properties(
+        title="Idle time per step of the fastest run at each GPU count, by cause",
+        width=WIDTH + 80, height=alt.Step(24))
+
+
+SERIES_COLOURS = {ALL_OPS: "#333333", "GEMM": "#4c78a8", "attention": "#72b7b2", "convolution": "#54a24b"}
+
+
+def build_compute_efficiency(eff: pl.DataFrame) -> alt.LayerChart:
+    """eff: reports.efficiency.efficiency_per_run of the best runs, one row per run × series (all counted
+    ops, FLOPs-weighted as compute_efficiency, and each op family)."""
+    df = _run_labels(eff).sort(["sweep", "world_size", "series_order"])
+    order = df["label"].unique(maintain_order=True).to_list()
+    series = [s for s in [ALL_OPS, *FAMILIES.values()] if s in set(df["series"].to_list())]
+    y = alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=360))
+    offset = alt.YOffset("series:N", sort=series)
+    bars = alt.Chart(data(df)).mark_bar().encode(
+        y=y, yOffset=offset,
+        x=alt.X("pct_of_peak:Q", title="% of the device's peak FLOP/s for the op's dtype",
+                scale=alt.Scale(domain=[0, 125]), axis=alt.Axis(values=list(range(0, 101, 20)))),
+        color=alt.Color("series:N", title="ops", sort=series,
+                        scale=alt.Scale(domain=series, range=[SERIES_COLOURS.get(s, "#bab0ac") for s in series])),
+        tooltip=["run_id:N", "series:N", alt.Tooltip("pct_of_peak:Q", title="% of peak", format=".1f"),
+                 alt.Tooltip("achieved_tflops:Q", title="TFLOP/s", format=".3~g"),
+                 alt.Tooltip("gflop_per_op:Q", title="GFLOP per op (mean)", format=".3~g")])
+    text = alt.Chart(data(df)).mark_text(align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(
+        y=y, yOffset=offset, x="pct_of_peak:Q",
+        text=alt.Text("label_text:N"))
+    text = text.transform_calculate(
+        label_text="format(datum.pct_of_peak, '.0f') + ' % · ' + format(datum.achieved_tflops, '.3~g') + ' TFLOP/s'")
+    peak = alt.Chart(data(pl.DataFrame({"pct": [100]}))).mark_rule(strokeDash=[4, 3], color="#888").encode(
+        x="pct:Q")
+    return (peak + bars + text).properties(
+        title="Compute efficiency of the fastest run at each GPU count (GEMM, attention, convolution kernels)",
+        width=WIDTH + 80, height=alt.Step(15))  # per bar: the step of the yOffset band

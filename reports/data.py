@@ -45,7 +45,12 @@ class ReportData:
     attribution_by_group: pl.DataFrame = field(default_factory=pl.DataFrame)
     growth: pl.DataFrame = field(default_factory=pl.DataFrame)
     gpu_time_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # reports/efficiency.py, the best runs: idle_breakdown's parts per step, compute_efficiency and
+    # op_efficiency per family (one row per run × series)
+    idle_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
+    compute_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
     why: list[str] = field(default_factory=list)
+    why_more: list[str] = field(default_factory=list)  # the EXTRA_SENTENCES of `why` (also in the findings)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -80,7 +85,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     collectives = db.query("run_collectives").join(best, on="run_id", how="inner")
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
     rank_wait = _sample_ranks(_filter(db.query("rank_wait"), wanted), notes)
-    why = _why(db, wanted)
+    why = _why(db, wanted, best)
     return ReportData(
         **why,
         runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
@@ -90,14 +95,19 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     )
 
 
-def _why(db: Database, wanted: list[str]) -> dict:
-    """The "Why efficiency drops" tables and sentences, for the steps whose runs are both selected."""
-    from scaletrace.reports import explain
+def _why(db: Database, wanted: list[str], best: pl.DataFrame) -> dict:
+    """The "Why efficiency drops" tables and sentences, for the steps whose runs are both selected;
+    idle and compute efficiency of ``best`` (the fastest selected run of each sweep at each GPU count)."""
+    from scaletrace.reports import efficiency, explain
 
-    expl = explain.for_runs(explain.explain(db), wanted)
+    expl = explain.for_runs(explain.explain(db, extras=False), wanted)
+    more = explain.extra_sentences(db, best=best)
     return {"attribution": expl.attribution, "attribution_by_group": expl.by_group, "growth": expl.growth,
             "gpu_time_parts": _filter(explain.run_parts(db), wanted),
-            "why": expl.sentences + explain.extra_sentences(db)}
+            "idle_parts": efficiency.idle_per_step(db.query("idle_breakdown"), best),
+            "compute_parts": efficiency.efficiency_per_run(db.query("compute_efficiency"),
+                                                           db.query("op_efficiency"), best),
+            "why": expl.sentences + more, "why_more": more}
 
 
 def _scaling(scaling: pl.DataFrame, wanted: list[str], notes: list[str]) -> pl.DataFrame:

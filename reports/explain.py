@@ -6,11 +6,13 @@ thing.  Numbers come from the queries ``scaling_attribution``,
 ``scaling_attribution_by_group`` and ``run_diff`` (their headers define every
 column); this module only picks rows and words.
 
-Hooks for the parts another change adds (idle breakdown, compute
-efficiency): ``EXTRA_SENTENCES`` is a list of functions
-``(db: Database, workload: str | None) -> list[str]`` whose sentences are
-appended to ``Explanation.sentences`` (and so to ``scaletrace explain`` and the
-report section); register one there, next to its query.
+More sentences: ``EXTRA_SENTENCES`` is a list of functions
+``(db: Database, workload: str | None, best: pl.DataFrame | None) -> list[str]``
+whose sentences are appended to ``Explanation.sentences`` (and so to
+``scaletrace explain``, the report section and its findings); ``best`` holds the
+runs to speak of (run_id, sweep, world_size: the report's selection), None for
+the fastest run of each sweep at each GPU count.  The idle breakdown and compute
+efficiency register theirs (reports/efficiency.py).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import polars as pl
 from scaletrace.pipeline.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
+from scaletrace.reports.efficiency import compute_hook, idle_hook
 
 # The five parts of scaling_attribution, in stacking order, with their words.
 PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "exposed_memory": "exposed memory",
          "other": "other (sync, unclassified)", "idle": "idle"}
 TOP_FAMILIES = 3  # kernel families named per GPU-count step
-# Hooks: more sentences for `explain` and the report section, e.g. the idle breakdown or compute efficiency.
-EXTRA_SENTENCES: list[Callable[[Database, str | None], list[str]]] = []
+# More sentences for `explain`, the report section and its findings: host-bound idle, compute efficiency.
+EXTRA_SENTENCES: list[Callable[[Database, str | None, pl.DataFrame | None], list[str]]] = [idle_hook, compute_hook]
 
 
 @dataclass
@@ -58,21 +61,24 @@ def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
     return db.query("run_diff", run_a=run_a, run_b=run_b)
 
 
-def explain(db: Database, workload: str | None = None) -> Explanation:
-    """The attribution of every GPU-count step of every sweep (or of ``workload``) and its sentences."""
+def explain(db: Database, workload: str | None = None, extras: bool = True) -> Explanation:
+    """The attribution of every GPU-count step of every sweep (or of ``workload``) and its sentences
+    (with the EXTRA_SENTENCES hooks' unless ``extras`` is false: the report asks them for its runs)."""
     params = {"workload": workload} if workload else {}
     attribution = db.query("scaling_attribution", **params).filter(pl.col("vs") == "previous")
     by_group = db.query("scaling_attribution_by_group", **params).filter(pl.col("vs") == "previous")
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
-    out.sentences += extra_sentences(db, workload)
+    if extras:
+        out.sentences += extra_sentences(db, workload)
     return out
 
 
-def extra_sentences(db: Database, workload: str | None = None) -> list[str]:
-    """The sentences of the EXTRA_SENTENCES hooks (idle breakdown, compute efficiency, ...)."""
-    return [line for extra in EXTRA_SENTENCES for line in extra(db, workload)]
+def extra_sentences(db: Database, workload: str | None = None, best: pl.DataFrame | None = None) -> list[str]:
+    """The sentences of the EXTRA_SENTENCES hooks (idle breakdown, compute efficiency, ...) about the
+    runs of ``best`` (None: the fastest run of each sweep, or of ``workload``, at each GPU count)."""
+    return [line for extra in EXTRA_SENTENCES for line in extra(db, workload, best)]
 
 
 def _growth(db: Database, attribution: pl.DataFrame) -> pl.DataFrame:

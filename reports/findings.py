@@ -92,11 +92,12 @@ def run_findings(data: ReportData) -> list[str]:
 
 
 def why_findings(data: ReportData) -> list[str]:
-    """The biggest causes of the efficiency lost at each GPU-count step (scaling_attribution)."""
+    """The biggest causes of the efficiency lost at each GPU-count step (scaling_attribution), then the
+    EXTRA_SENTENCES (host-bound idle, compute efficiency: reports/efficiency.py)."""
     from scaletrace.reports.explain import cause_sentence
 
     rows = data.attribution.iter_rows(named=True) if not data.attribution.is_empty() else []
-    return [s for row in rows if (s := cause_sentence(row, data.attribution_by_group))]
+    return [s for row in rows if (s := cause_sentence(row, data.attribution_by_group))] + data.why_more
 
 
 def findings(data: ReportData) -> list[str]:

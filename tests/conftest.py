@@ -218,3 +218,42 @@ def assert_rank_wait_matches_reference(db: Path, run_id: str | None = None) -> N
         assert min(row[c] for c in sums) >= 0, row
         assert row["exposed_wait_ns"] <= row["wait_ns"] and row["exposed_transfer_ns"] <= row["transfer_ns"], row
         assert row["exposed_ns"] <= row["comm_ns"], row
+
+
+# A run whose traces record shapes (pipeline/synth.py writes none): per rank and profiled step,
+# one bf16 aten::mm (M×K @ K×N) whose GEMM kernel runs gemm_us, then a kernel launched only after
+# the GEMM ended (host_gap_us of idle waiting for the host), then one launched at the step's start
+# that waits dep_gap_us after it (idle waiting on a dependency).  Kernels start GEMM_AT_US into the step.
+GEMM_AT_US, SMALL_US = 100, 10
+
+
+def shaped_run(root: Path, run_id: str, ranks: int, mnk: tuple[int, int, int], gemm_us: int,
+               host_gap_us: int, dep_gap_us: int, steps: int = 2, step_us: int = 1000,
+               workload: str = "shaped", tokens_per_step: int = 8192) -> Path:
+    m, k, n = mnk
+    run = root / run_id
+    for rank in range(ranks):
+        events = []
+        for s in range(steps):
+            s0 = s * step_us
+            c = 10 * s
+            gemm_end = s0 + GEMM_AT_US + gemm_us
+            late = gemm_end + host_gap_us  # the host launches it 1 µs before it starts
+            events += [
+                cpu(f"ProfilerStep#{s + 1}", s0, step_us, cat="user_annotation"),
+                cpu("aten::mm", s0 + 10, 5, **{"Input Dims": [[m, k], [k, n]],
+                                               "Input type": ["c10::BFloat16"] * 2, "Concrete Inputs": ["", ""]}),
+                cpu("cudaLaunchKernel", s0 + 11, 1, cat="cuda_runtime", correlation=c + 1),
+                kernel("sm90_xmma_gemm_bf16", s0 + GEMM_AT_US, gemm_us, corr=c + 1),
+                cpu("cudaLaunchKernel", late - 1, 1, cat="cuda_runtime", correlation=c + 2),
+                kernel("elementwise_kernel", late, SMALL_US, corr=c + 2),
+                cpu("cudaLaunchKernel", s0 + 20, 1, cat="cuda_runtime", correlation=c + 3),
+                kernel("elementwise_kernel", late + SMALL_US + dep_gap_us, SMALL_US, corr=c + 3),
+            ]
+        write_trace(run / f"rank{rank}.json", events, deviceProperties=[{"name": "NVIDIA H200"}],
+                    distributedInfo={"rank": rank, "world_size": ranks, "backend": "nccl"})
+    (run / "run.json").write_text(json.dumps({
+        "run_id": run_id, "workload": workload, "scaling": "strong", "world_size": ranks,
+        "parallel": {"dp": ranks, "tp": 1, "pp": 1, "cp": 1}, "tokens_per_step": tokens_per_step,
+        "dtype": "bf16", "device": {"name": "NVIDIA H200"}}))
+    return run
