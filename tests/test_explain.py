@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from conftest import query
+from conftest import query, shaped_run
 from scaletrace.cli import main
 from scaletrace.pipeline import ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -83,7 +84,9 @@ def test_why_section_charts_validate_and_render(ex_db, tmp_path):
     for key in ("gpu_time_per_token", "efficiency_lost", "kernel_growth"):
         assert key in result.charts
     specs = [s for s in CHARTS if s.section == charts_explain.WHY]
-    assert [s.key for s in specs] == ["gpu_time_per_token", "efficiency_lost", "kernel_growth"]
+    assert [s.key for s in specs] == ["gpu_time_per_token", "efficiency_lost", "kernel_growth", "idle_breakdown",
+                                      "compute_efficiency"]
+    specs = [s for s in specs if s.key in result.charts]  # synth records no shapes: no compute efficiency
     html = (tmp_path / "r.html").read_text()
     assert '<h2 class="section" id="why-efficiency-drops">Why efficiency drops</h2>' in html
     assert html.index("why-efficiency-drops") < html.index('id="chart-gpu_time_per_token"')
@@ -96,3 +99,95 @@ def test_why_section_charts_validate_and_render(ex_db, tmp_path):
     for spec in specs:
         chart = spec.build(spec.select(getattr(data, spec.source)))
         assert chart.to_dict()["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+# Idle and compute efficiency (reports/efficiency.py): a 1 → 2 GPU sweep whose traces record shapes.
+# Per rank and step: a bf16 GEMM M×K @ K×N in gemm_us, then host_gap_us idle before a kernel the host
+# launched late, then dep_gap_us idle before one queued at the step's start (conftest.shaped_run).
+PEAK_BF16 = 989e12  # H200 dense bf16 (device_peaks)
+SHAPED = {"s-1": dict(ranks=1, mnk=(4096, 4096, 4096), gemm_us=180, host_gap_us=40, dep_gap_us=20, step_us=1000),
+          "s-2": dict(ranks=2, mnk=(2048, 4096, 4096), gemm_us=120, host_gap_us=60, dep_gap_us=20, step_us=700)}
+
+
+def _gemm_pct(m, k, n, gemm_us):
+    return 100 * (2 * m * k * n) / (gemm_us * 1e-6) / PEAK_BF16
+
+
+@pytest.fixture(scope="module")
+def shaped_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shaped")
+    for run_id, spec in SHAPED.items():
+        shaped_run(root, run_id, **spec)
+    db = root / "t.duckdb"
+    assert not ingest([root], db=db, workers=1).errors
+    return db
+
+
+def test_idle_and_compute_sentences_carry_the_derived_numbers(shaped_db):
+    # the query rows first: each rank-step's idle is the two gaps, split by when the next kernel was launched
+    for r in query(shaped_db, "idle_breakdown").iter_rows(named=True):
+        spec = SHAPED[r["run_id"]]
+        assert (r["host_wait_ns"], r["dependency_wait_ns"], r["other_idle_ns"]) == (
+            spec["host_gap_us"] * 1000, spec["dep_gap_us"] * 1000, 0)
+    gemm = {r["run_id"]: r for r in query(shaped_db, "op_efficiency").iter_rows(named=True)}
+    pct = {run: _gemm_pct(*spec["mnk"], spec["gemm_us"]) for run, spec in SHAPED.items()}
+    for run in SHAPED:
+        assert gemm[run]["achieved_pct_of_peak"] == pytest.approx(pct[run])
+    result = CliRunner().invoke(main, ["explain", "--db", str(shaped_db)])
+    assert result.exit_code == 0, result.output
+    # host share of idle: 40 ÷ (40 + 20) at 1 GPU, 60 ÷ (60 + 20) at 2; ms per step 0.04 of 0.06, 0.06 of 0.08
+    host = {run: 100 * s["host_gap_us"] / (s["host_gap_us"] + s["dep_gap_us"]) for run, s in SHAPED.items()}
+    idle_line = next(line for line in result.output.splitlines() if "waiting for the host" in line)
+    assert idle_line == (f"shaped: waiting for the host to launch work (CPU-bound) is {host['s-1']:.0f} % of the "
+                         f"idle time at 1 GPU (0.04 of 0.06 ms idle per step), {host['s-2']:.0f} % at 2 GPUs "
+                         "(0.06 of 0.08 ms idle per step); means over ranks and profiled steps.")
+    # one family: no FLOPs-weighted total beside it; GFLOP per GEMM op 2·4096³ → 2·2048·4096²
+    gflop = {run: 2 * s["mnk"][0] * s["mnk"][1] * s["mnk"][2] / 1e9 for run, s in SHAPED.items()}
+    assert (f"shaped: GEMM efficiency falls from {pct['s-1']:.0f} % to {pct['s-2']:.0f} % of peak from 1 GPU to "
+            f"2 GPUs: the per-GPU matmuls shrink from {gflop['s-1']:.3g} to {gflop['s-2']:.3g} GFLOP per GEMM op "
+            "(mean).") in result.output.splitlines()
+
+
+def test_idle_sentence_needs_host_bound_idle(tmp_path):
+    # host wait 5 of 5 + 20 µs idle = 20 % < HOST_BOUND_PCT: not called host-bound; 25 % is
+    from scaletrace.reports.efficiency import HOST_BOUND_PCT, best_runs, idle_per_step, idle_sentences
+
+    shaped_run(tmp_path, "d-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=20, workload="dep")
+    shaped_run(tmp_path, "h-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=15, workload="host")
+    assert 100 * 5 / 25 < HOST_BOUND_PCT <= 100 * 5 / 20
+    db = tmp_path / "t.duckdb"
+    assert not ingest([tmp_path], db=db, workers=1).errors
+    from scaletrace.pipeline import connect
+
+    with connect(db) as database:
+        said = idle_sentences(idle_per_step(database.query("idle_breakdown"), best_runs(database)))
+    assert [s.split(":")[0] for s in said] == ["host"]
+
+
+def test_report_draws_idle_and_compute_efficiency(shaped_db, tmp_path):
+    result = build_report(shaped_db, tmp_path / "r.html", png_dir=tmp_path / "png")
+    assert {"idle_breakdown", "compute_efficiency"} <= set(result.charts)
+    assert any(f.startswith("shaped: GEMM efficiency falls") for f in result.findings)
+    assert any(f.startswith("shaped: waiting for the host") for f in result.findings)
+    from scaletrace.pipeline import connect
+    from scaletrace.reports import data as report_data
+
+    with connect(shaped_db) as db:
+        data = report_data.load(db)
+    # ms per step, mean over ranks and steps: the two gaps
+    idle = {r["run_id"]: r for r in data.idle_parts.iter_rows(named=True)}
+    for run, s in SHAPED.items():
+        assert idle[run]["idle_ns"] == (s["host_gap_us"] + s["dep_gap_us"]) * 1000
+    eff = data.compute_parts.filter(pl.col("series") == "GEMM")
+    assert eff["pct_of_peak"].to_list() == pytest.approx([_gemm_pct(*s["mnk"], s["gemm_us"]) for s in SHAPED.values()])
+    for key in ("idle_breakdown", "compute_efficiency"):
+        spec = next(s for s in CHARTS if s.key == key)
+        assert spec.section == charts_explain.WHY
+        assert spec.build(spec.select(getattr(data, spec.source))).to_dict()["$schema"].startswith(
+            "https://vega.github.io/schema/vega-lite/")
+
+
+def test_compute_efficiency_missing_names_record_shapes(ex_db, tmp_path):
+    result = build_report(ex_db, tmp_path / "r.html")
+    assert "compute_efficiency" not in result.charts
+    assert any(n.startswith("Compute efficiency vs GPUs:") and "record_shapes" in n for n in result.omitted)

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
+from conftest import shaped_run
 from scaletrace.pipeline import connect, ingest
 from scaletrace.cli import main
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -24,7 +25,8 @@ EVIL = '<script>alert("pwned")</script>\'"&'
 
 @pytest.fixture(scope="module")
 def sweep_db(tmp_path_factory):
-    """A strong-scaling sweep 1 -> 2 -> 4 GPUs with a straggler, three layouts at 4, power, sizes."""
+    """A strong-scaling sweep 1 -> 2 -> 4 GPUs with a straggler, three layouts at 4, power, sizes; and
+    one run with recorded shapes (synth writes none) for the compute-efficiency chart."""
     root = tmp_path_factory.mktemp("sweep")
     for n, us in {1: 1000, 2: 600, 4: 450}.items():
         write_run(root, SynthRun(f"w-{n}", ranks=n, steps=2, step_us=us, compute_us=150, workload="w",
@@ -34,6 +36,7 @@ def sweep_db(tmp_path_factory):
                              parallel={"dp": 2, "tp": 2, "pp": 1, "cp": 1}))
     write_run(root, SynthRun("w-4-pp2", ranks=4, steps=2, step_us=700, compute_us=150, workload="w",
                              parallel={"dp": 2, "tp": 1, "pp": 2, "cp": 1}))  # a third layout: the heatmap
+    shaped_run(root, "s-1", 1, (1024, 1024, 1024), gemm_us=5, host_gap_us=4, dep_gap_us=2)
     db = root / "t.duckdb"
     assert not ingest([root], db=db, workers=1).errors
     return db
