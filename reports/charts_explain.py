@@ -149,7 +149,9 @@ SERIES_COLOURS = {ALL_OPS: "#333333", "GEMM": "#4c78a8", "attention": "#72b7b2",
 def build_compute_efficiency(eff: pl.DataFrame) -> alt.LayerChart:
     """eff: reports.efficiency.efficiency_per_run of the best runs, one row per run × series (all counted
     ops, FLOPs-weighted as compute_efficiency, and each op family)."""
-    df = _run_labels(eff).sort(["sweep", "world_size", "series_order"])
+    # a run with one family: its FLOPs-weighted total is that family's bar again, so it is left out
+    df = (_run_labels(eff).filter((pl.col("series") != ALL_OPS) | (pl.len().over("run_id") > 2))
+          .sort(["sweep", "world_size", "series_order"]))
     order = df["label"].unique(maintain_order=True).to_list()
     series = [s for s in [ALL_OPS, *FAMILIES.values()] if s in set(df["series"].to_list())]
     y = alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=360))
