@@ -36,22 +36,23 @@ def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.
     return points + line + point_labels(line, field, fmt)
 
 
-def build_throughput(scaling: pl.DataFrame) -> alt.LayerChart:
+def _throughput_vs_ideal(scaling: pl.DataFrame, field: str, ideal_field: str, title: str,
+                         chart_title: str) -> alt.LayerChart:
+    """Runs and the fastest run per GPU count (log axis) over the dashed ideal from the baseline."""
     ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
-        x=gpus_axis(scaling), y="ideal_tps:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, "tokens_per_s", "tokens/s (whole job, log scale)", ",.0f",
-                          scaling.filter("is_best"), log_y=True)
-    return (ideal + runs).properties(
-        title="Throughput vs GPUs (dashed: ideal linear scaling from the baseline)", width=WIDTH, height=HEIGHT)
+        x=gpus_axis(scaling), y=f"{ideal_field}:Q", detail="sweep:N")
+    runs = _runs_and_best(scaling, field, title, ",.0f", scaling.filter("is_best"), log_y=True)
+    return (ideal + runs).properties(title=chart_title, width=WIDTH, height=HEIGHT)
+
+
+def build_throughput(scaling: pl.DataFrame) -> alt.LayerChart:
+    return _throughput_vs_ideal(scaling, "tokens_per_s", "ideal_tps", "tokens/s (whole job, log scale)",
+                                "Throughput vs GPUs (dashed: ideal linear scaling from the baseline)")
 
 
 def build_throughput_per_gpu(scaling: pl.DataFrame) -> alt.LayerChart:
-    ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
-        x=gpus_axis(scaling), y="base_tps_per_gpu:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, "tokens_per_s_per_gpu", "tokens/s per GPU (log scale)", ",.0f",
-                          scaling.filter("is_best"), log_y=True)
-    return (ideal + runs).properties(
-        title="Throughput per GPU vs GPUs (dashed: the baseline's, i.e. ideal scaling)", width=WIDTH, height=HEIGHT)
+    return _throughput_vs_ideal(scaling, "tokens_per_s_per_gpu", "base_tps_per_gpu", "tokens/s per GPU (log scale)",
+                                "Throughput per GPU vs GPUs (dashed: the baseline's, i.e. ideal scaling)")
 
 
 def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
