@@ -159,8 +159,9 @@ def _family(row: dict) -> str:
 def load_points(db: Database, workload: str | None = None) -> list[tuple[str, str, str, list[Point]]]:
     """Per sweep and layout family: (workload, family, scaling, measured runs), one run per GPU count
     (the fastest), in GPU-count order."""
-    summary = db.query("run_summary").filter(pl.col("workload").is_not_null() & pl.col("step_time_ns").is_not_null()
-                                             & pl.col("tokens_per_step").is_not_null())
+    summary = db.query("run_summary").filter(pl.col("step_time_ns").is_not_null())
+    # a run without a workload label is a sweep of its own (one GPU count: not identifiable, said so)
+    summary = summary.with_columns(workload=pl.col("workload").fill_null(pl.col("run_id") + " (no workload)"))
     if workload is not None:
         if workload not in db.sql("SELECT DISTINCT workload FROM runs")["workload"].to_list():
             raise ProjectionError(f"no workload {workload!r} in {db.path}")
@@ -425,8 +426,12 @@ def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], 
         label = f"{name} ({family})" if families[name] > 1 else name
         if len(sizes) < MIN_SIZES:
             skipped.append(f"{label}: projection not identifiable: {len(sizes)} measured GPU count"
-                    f"{'s' if len(sizes) != 1 else ''} ({', '.join(map(str, sizes)) or 'none with steps'}); "
-                    f"the model needs at least {MIN_SIZES}")
+                           f"{'s' if len(sizes) != 1 else ''} ({', '.join(map(str, sizes)) or 'none with steps'}); "
+                           f"the model needs at least {MIN_SIZES}")
+            continue
+        if any(not p.tokens_per_step for p in points):
+            skipped.append(f"{label}: no tokens_per_step (or global_batch_size and seq_len) in run.json: "
+                           "throughput cannot be projected")
             continue
         layout = points[-1].layout
         gpn = max((p.gpus_per_node for p in points if p.gpus_per_node), default=None)
@@ -507,6 +512,17 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
     return pl.DataFrame(rows, schema_overrides={"num_nodes": pl.Int64, "mfu_pct": pl.Float64,
                                                 "run_id": pl.String, "notes": pl.String},
                         infer_schema_length=None).select(COLUMNS)
+
+
+def project_db(db: str | Database, workload: str | None = None, to: list[int] | None = None,
+               what_if: WhatIf | str | None = None) -> pl.DataFrame:
+    """:func:`project` on a database path or an open Database (``scaletrace.project``)."""
+    if isinstance(db, Database):
+        return project(db, workload, to, what_if)
+    from scaletrace.pipeline.db import connect
+
+    with connect(db) as database:
+        return project(database, workload, to, what_if)
 
 
 def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:
