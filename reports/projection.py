@@ -542,8 +542,9 @@ def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:
             r = _row(sw, n, predict(sw.model, n), WhatIf(), base_tps, None)
             m = measured.get(n)
             rows.append({"sweep": sw.label, "world_size": n, "predicted_tps": r["tokens_per_s"],
-                         "band_lo_tps": r["tokens_per_s"] * (1 - sw.band_pct / 100),
-                         "band_hi_tps": r["tokens_per_s"] * (1 + sw.band_pct / 100),
+                         # the step time off by ± the largest LOO error (at most −95 %)
+                         "band_lo_tps": r["tokens_per_s"] / (1 + sw.band_pct / 100),
+                         "band_hi_tps": r["tokens_per_s"] / max(1 - sw.band_pct / 100, 0.05),
                          "ideal_tps": base_tps * n / sw.base.n,
                          "measured_tps": m.tokens_per_step / (m.step_ns / 1e9) if m else None,
                          "band_pct": sw.band_pct, "max_measured": sw.points[-1].n})

@@ -208,3 +208,23 @@ def test_real_dlrm_is_not_identifiable(shared_traces, tmp_path):
     result = CliRunner().invoke(main, ["project", "--db", str(db)])
     assert result.exit_code == 1
     assert "not identifiable: 1 measured GPU count (8)" in result.output
+
+
+def test_report_projection_chart_and_finding(db, tmp_path):
+    """The Projection chart validates (to_dict) with the LOO band and the ideal line, and the finding
+    names the knee of the hidden sweep (16 GPUs, derived in test_hidden_communication_knee_is_predicted)."""
+    from scaletrace.reports import build_report
+    from scaletrace.reports.charts_projection import build_projection, projection_data
+
+    with connect(db) as database:
+        df, skipped = projection_data(database)
+    assert any("two-sizes: projection not identifiable" in line for line in skipped)
+    hidden = df.filter(pl.col("sweep") == "hidden")
+    assert hidden["world_size"].max() == 4 * max(MEASURED)
+    assert (hidden["band_lo_tps"] <= hidden["predicted_tps"]).all()
+    assert (hidden["predicted_tps"] <= hidden["band_hi_tps"]).all()
+    spec = build_projection(df).to_dict()
+    assert len(spec["layer"]) == 5
+    result = build_report(db, tmp_path / "r.html")
+    assert "projection" in result.charts
+    assert any(f.startswith("hidden: projected knee at 16 GPUs (the largest measured count)") for f in result.findings)
