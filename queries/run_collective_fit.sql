@@ -4,7 +4,7 @@
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- Over the collective instances launched inside a ProfilerStep (the step of
 -- the launching call, as in rank_step_breakdown):
--- instances_per_step = instances ÷ (ranks × steps that have one);
+-- instances_per_step_ratio = instances ÷ (ranks × steps that have one);
 -- message_bytes = median S (as in algbw: out-bytes for all_gather, in-bytes
 -- otherwise; NULL when the trace has no sizes); transfer_ns = median over
 -- matched instances of the fastest rank's duration (collective_skew's
@@ -51,13 +51,13 @@ transfer AS (
 agg AS (
     SELECT run_id, pg_key, collective, any_value(pg_name) AS pg_name, any_value(pg_desc) AS pg_desc,
            max(group_size) AS group_size,
-           count(*) / count(DISTINCT (rank, step)) AS instances_per_step,
+           count(*) / count(DISTINCT (rank, step)) AS instances_per_step_ratio,
            median(algbw_bytes)::BIGINT AS message_bytes,
            median(wait_ns)::BIGINT AS wait_ns,
            median(room) AS room_ratio
     FROM per WHERE collective IS NOT NULL GROUP BY run_id, pg_key, collective
 )
-SELECT a.run_id, a.pg_name, a.pg_desc, a.collective, a.group_size, a.instances_per_step, a.message_bytes,
+SELECT a.run_id, a.pg_name, a.pg_desc, a.collective, a.group_size, a.instances_per_step_ratio, a.message_bytes,
        t.transfer_ns, a.wait_ns, a.room_ratio
 FROM agg a JOIN transfer t USING (run_id, pg_key, collective)
 ORDER BY a.run_id, a.pg_name, a.collective

@@ -199,7 +199,7 @@ def _point(row: dict, steps: pl.DataFrame, fits: pl.DataFrame, waits: pl.DataFra
         n = int(c["group_size"] or world)  # no group size (gloo traces): the default group, every rank
         if n < 2 or not c["transfer_ns"]:
             continue
-        colls.append(Coll((c["collective"], _dim(c["pg_desc"], n, layout, world)), n, c["instances_per_step"],
+        colls.append(Coll((c["collective"], _dim(c["pg_desc"], n, layout, world)), n, c["instances_per_step_ratio"],
                           c["message_bytes"], c["transfer_ns"], c["room_ratio"]))
     gpn = row.get("gpus_per_node") or (world // row["num_nodes"] if row.get("num_nodes") else None)
     nodes = row.get("num_nodes") or (math.ceil(world / gpn) if gpn else None)
