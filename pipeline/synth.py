@@ -165,6 +165,15 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
     return events
 
 
+def _spec_label(spec: SynthRun) -> dict:
+    """The spec as run.json records it; fields added later are left out at their defaults, so
+    existing sweeps are written byte for byte as before."""
+    d = asdict(spec)
+    if spec.gpus_per_node is None:
+        del d["gpus_per_node"]
+    return d
+
+
 def write_run(root: Path, spec: SynthRun) -> Path:
     """Write ``root/spec.run_id/rank{r}.json`` for every rank and ``run.json``; returns the run dir."""
     run_dir = Path(root) / spec.run_id
@@ -192,7 +201,7 @@ def write_run(root: Path, spec: SynthRun) -> Path:
          "gpus_per_node": spec.gpus_per_node or spec.ranks, **layout, "tokens_per_step": spec.tokens_per_step,
          "model_name": "synthetic", "num_params": spec.num_params, "device_name": spec.device_name,
          "peak_flops": spec.peak_flops, "peak_flops_source": "manifest" if spec.peak_flops else None},
-        labels={"generator": "scaletrace.pipeline.synth", "spec": json.dumps(asdict(spec))}))
+        labels={"generator": "scaletrace.pipeline.synth", "spec": json.dumps(_spec_label(spec))}))
     return run_dir
 
 
