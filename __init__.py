@@ -40,7 +40,7 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "load_sweep": ("scaletrace.collectors.sweep", "load"),
     "run_sweep": ("scaletrace.collectors.sweep", "run_sweep"),
     "synth": ("scaletrace.pipeline.synth", None),
-    "project": ("scaletrace.reports.projection", "project_db"),
+    "project": ("scaletrace.reports.projection_sweeps", "project_db"),
     "ProjectionError": ("scaletrace.reports.projection", "ProjectionError"),
     "NotIdentifiableError": ("scaletrace.reports.projection", "NotIdentifiableError"),
 }

@@ -579,7 +579,8 @@ def project(db, workload, to, what_if, fmt, columns) -> None:
       scaletrace project --db runs.duckdb --workload llama7b --to 256 --what-if compute=2,network=0.5
       scaletrace project --db runs.duckdb --format csv
     """
-    from scaletrace.reports.projection import ProjectionError, parse_what_if, project_db
+    from scaletrace.reports.projection import ProjectionError, parse_what_if
+    from scaletrace.reports.projection_sweeps import project_db
 
     try:
         sizes = [int(x) for x in to.split(",")] if to else None

@@ -9,7 +9,8 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
-from scaletrace.reports.projection import ProjectionError, curve, fit_sweeps, knee
+from scaletrace.reports.projection import ProjectionError
+from scaletrace.reports.projection_sweeps import curve, fit_sweeps, knee
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
 UNRELIABLE_PCT = 50  # a larger leave-one-out error: the findings claim no knee

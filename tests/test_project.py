@@ -25,8 +25,8 @@ import scaletrace
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import CostModel, cost_sweep_specs, ring_factor, ring_steps, write_run
-from scaletrace.reports.projection import (NotIdentifiableError, ProjectionError, curve, fit_sweeps, knee,
-                                           parse_what_if)
+from scaletrace.reports.projection import NotIdentifiableError, ProjectionError, parse_what_if
+from scaletrace.reports.projection_sweeps import curve, fit_sweeps, knee
 
 US = 1000  # ns per µs
 MEASURED = [2, 4, 8, 16]
