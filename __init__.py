@@ -40,6 +40,9 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "load_sweep": ("scaletrace.collectors.sweep", "load"),
     "run_sweep": ("scaletrace.collectors.sweep", "run_sweep"),
     "synth": ("scaletrace.pipeline.synth", None),
+    "project": ("scaletrace.reports.projection_sweeps", "project_db"),
+    "ProjectionError": ("scaletrace.reports.projection", "ProjectionError"),
+    "NotIdentifiableError": ("scaletrace.reports.projection", "NotIdentifiableError"),
 }
 
 __all__ = sorted(_API)

@@ -553,5 +553,48 @@ def explain(db, workload, fmt) -> None:
     _emit(table(result.attribution), fmt)
 
 
+@main.command(context_settings=CONTEXT)
+@DB_OPTION
+@click.option("--workload", default=None, help="Only this sweep (run.json `workload`; default: every sweep).")
+@click.option("--to", "to", default=None, metavar="N[,N...]",
+              help="GPU counts to project to (default: 2× and 4× the largest measured count).")
+@click.option("--what-if", "what_if", default=None, metavar="compute=F,network=F",
+              help="Also project with compute F× faster and/or inter-node bandwidth × F.")
+@click.option("--format", "fmt", type=click.Choice(["table", "line", "csv", "json"]), default="table",
+              show_default=True, help="table for terminals; csv / json for pipes.")
+@COLUMNS_OPTION
+def project(db, workload, to, what_if, fmt, columns) -> None:
+    """Project step time, tokens/s, MFU and scaling efficiency to GPU counts not yet run.
+
+    Per sweep and layout family, from at least three measured GPU counts: compute
+    a + b/N (strong scaling) or constant (weak), an α–β ring model of each
+    collective's transfer time inside and across nodes, overlap capacity from
+    where collectives start under compute, waiting carried forward (README
+    "Projection").  Measured rows carry the measured values, the in-sample
+    prediction and the leave-one-out error; projected rows the largest LOO error.
+
+    \b
+    Example:
+      scaletrace project --db runs.duckdb --to 64,128
+      scaletrace project --db runs.duckdb --workload llama7b --to 256 --what-if compute=2,network=0.5
+      scaletrace project --db runs.duckdb --format csv
+    """
+    from scaletrace.reports.projection import ProjectionError, parse_what_if
+    from scaletrace.reports.projection_sweeps import project_db
+
+    try:
+        sizes = [int(x) for x in to.split(",")] if to else None
+    except ValueError:
+        raise click.UsageError(f"--to wants integers, got {to!r}") from None
+    try:
+        with connect(db) as database:
+            if workload:
+                database._check_known("workload", workload)
+            result = project_db(database, workload, sizes, parse_what_if(what_if))
+    except (queries.QueryError, DatabaseError, ProjectionError) as exc:
+        fail(str(exc))
+    _emit(_select(result, columns, "project"), fmt)
+
+
 if __name__ == "__main__":
     main()

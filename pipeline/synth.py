@@ -70,6 +70,7 @@ class SynthRun:
     kernel_prefix: str = ""  # prepended to kernel names (e.g. markup, for escaping tests)
     pg_prefix: str = ""  # prepended to process group descriptions
     seed: int = 0  # shuffles event order in the file (the answers must not depend on it)
+    gpus_per_node: int | None = None  # run.json gpus_per_node / num_nodes; None: one node of all ranks
 
     def starts(self, step: int) -> dict[int, int]:
         """Compute-kernel start per rank in one step (µs, true clock)."""
@@ -164,6 +165,15 @@ def _rank_events(spec: SynthRun, rank: int) -> list[dict]:
     return events
 
 
+def _spec_label(spec: SynthRun) -> dict:
+    """The spec as run.json records it; fields added later are left out at their defaults, so
+    existing sweeps are written byte for byte as before."""
+    d = asdict(spec)
+    if spec.gpus_per_node is None:
+        del d["gpus_per_node"]
+    return d
+
+
 def write_run(root: Path, spec: SynthRun) -> Path:
     """Write ``root/spec.run_id/rank{r}.json`` for every rank and ``run.json``; returns the run dir."""
     run_dir = Path(root) / spec.run_id
@@ -187,10 +197,11 @@ def write_run(root: Path, spec: SynthRun) -> Path:
     layout = spec.parallel or {"dp": spec.ranks, "tp": 1, "pp": 1, "cp": 1}
     write_manifest(run_dir, Manifest.from_columns(
         {"run_id": spec.run_id, "workload": spec.workload, "scaling": spec.scaling, "world_size": spec.ranks,
-         "num_nodes": 1, "gpus_per_node": spec.ranks, **layout, "tokens_per_step": spec.tokens_per_step,
+         "num_nodes": -(-spec.ranks // spec.gpus_per_node) if spec.gpus_per_node else 1,
+         "gpus_per_node": spec.gpus_per_node or spec.ranks, **layout, "tokens_per_step": spec.tokens_per_step,
          "model_name": "synthetic", "num_params": spec.num_params, "device_name": spec.device_name,
          "peak_flops": spec.peak_flops, "peak_flops_source": "manifest" if spec.peak_flops else None},
-        labels={"generator": "scaletrace.pipeline.synth", "spec": json.dumps(asdict(spec))}))
+        labels={"generator": "scaletrace.pipeline.synth", "spec": json.dumps(_spec_label(spec))}))
     return run_dir
 
 
@@ -215,4 +226,91 @@ def sweep_specs(ranks: list[int], steps: int = 5, kernels_per_step: int = 20, tp
             straggler_delay_us=delay_us, clock_offset_us=clock_offset_us, workload=workload,
             transfer_us=50 if exposed_from is not None and n < exposed_from else 100,
             parallel={"dp": n // tp, "tp": tp, "pp": 1, "cp": 1}, seed=seed, gzip=gzip))
+    return specs
+
+
+# Collective algorithm factors (nccl-tests PERFORMANCE.md): bytes moved per link ÷ message size,
+# and the latency steps of the ring algorithm, by collective.  Shared with reports/projection.py.
+def ring_factor(collective: str, n: int) -> float:
+    """Bus-bandwidth factor: all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n; else 1."""
+    if n <= 1:
+        return 0.0
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def ring_steps(collective: str, n: int) -> int:
+    """Latency steps of the ring algorithm: all_reduce 2(n−1), all_gather / reduce_scatter / all_to_all n−1."""
+    if n <= 1:
+        return 0
+    if collective == "all_reduce":
+        return 2 * (n - 1)
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return n - 1
+    return 1
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The standard cost models a generated sweep follows (times in µs): ground truth for projection tests.
+
+    At N ranks (data parallel, one all_reduce of ``grad_bytes`` per step over all N ranks):
+    compute = compute_a_us + compute_b_us ÷ N (strong scaling; weak: compute_a_us + compute_b_us);
+    transfer = α·2(N−1) + grad_bytes · 2(N−1)/N ÷ busbw (ring all_reduce, α and busbw of the
+    intra-node link while N ≤ gpus_per_node, else of the inter-node link); the all_reduce starts
+    when ``overlap_fraction`` of the step's compute is still to run, so exposed = max(0, transfer −
+    overlap_fraction · compute); step = compute + exposed + overhead_us (the first 10 µs of every
+    generated step are idle, so overhead_us ≥ 10)."""
+
+    compute_a_us: float = 200.0
+    compute_b_us: float = 3200.0
+    alpha_intra_us: float = 2.0
+    alpha_inter_us: float = 6.0
+    busbw_intra_gbps: float = 100.0  # GB/s = 1e3 bytes per µs
+    busbw_inter_gbps: float = 25.0
+    grad_bytes: int = 16 << 20
+    overlap_fraction: float = 0.5
+    overhead_us: float = 20.0
+    gpus_per_node: int = 8
+    scaling: str = "strong"
+
+    def compute_us(self, n: int) -> float:
+        return self.compute_a_us + self.compute_b_us / (n if self.scaling == "strong" else 1)
+
+    def transfer_us(self, n: int) -> float:
+        inter = n > self.gpus_per_node
+        alpha = self.alpha_inter_us if inter else self.alpha_intra_us
+        busbw = self.busbw_inter_gbps if inter else self.busbw_intra_gbps
+        return alpha * ring_steps("all_reduce", n) + self.grad_bytes * ring_factor("all_reduce", n) / (busbw * 1e3)
+
+    def exposed_us(self, n: int) -> float:
+        return max(0.0, self.transfer_us(n) - self.overlap_fraction * self.compute_us(n))
+
+    def step_us(self, n: int) -> float:
+        return self.compute_us(n) + self.exposed_us(n) + self.overhead_us
+
+
+def cost_sweep_specs(ranks: list[int], cost: CostModel, steps: int = 3, kernels_per_step: int = 4,
+                     workload: str = "cost", tokens_per_step: int = 8192, seed: int = 0) -> list[SynthRun]:
+    """One run per world size whose step follows ``cost`` (times rounded to whole µs): compute, the
+    all_reduce's start (``overlap_fraction`` of compute before its end) and duration (the transfer),
+    and the step (10 µs idle + compute + exposed + the rest of overhead_us idle at the end).
+    Weak scaling multiplies tokens_per_step by N."""
+    specs = []
+    for n in ranks:
+        if n < 2:
+            raise ValueError(f"a cost sweep needs at least 2 ranks per run (an all_reduce), got {n}")
+        compute = round(cost.compute_us(n))
+        transfer = round(cost.transfer_us(n))
+        overlap = round(cost.overlap_fraction * compute)
+        exposed = max(0, transfer - overlap)
+        specs.append(SynthRun(
+            f"{workload}-{n}", ranks=n, steps=steps, step_us=round(compute + exposed + cost.overhead_us),
+            compute_us=compute, overlap_us=overlap, transfer_us=transfer, nelems=cost.grad_bytes // 4,
+            kernels_per_step=kernels_per_step, workload=workload, scaling=cost.scaling,
+            tokens_per_step=tokens_per_step * (n if cost.scaling == "weak" else 1),
+            parallel={"dp": n, "tp": 1, "pp": 1, "cp": 1}, gpus_per_node=min(n, cost.gpus_per_node), seed=seed))
     return specs

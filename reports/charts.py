@@ -21,6 +21,7 @@ from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_
                                     build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
+from scaletrace.reports.charts_projection import build_projection
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
@@ -168,6 +169,16 @@ CHARTS = [
               "on; torch.profiler's record_shapes=True otherwise) of GEMM, attention or convolution ops, on a "
               "device whose peak for their dtype is known.", "compute_parts", _has("pct_of_peak"),
               build_compute_efficiency, WHY),
+    # "Projection" (reports/charts_projection.py, model reports/projection.py, `scaletrace project`)
+    ChartSpec("projection", "Projection",
+              "Per sweep and layout family with at least three measured GPU counts (all its runs in the "
+              "database): measured tokens/s (points), the model's prediction to 4× the largest measured count "
+              "(line; compute a + b/N or constant, α–β ring communication inside and across nodes, overlap "
+              "capacity and waiting from the traces), shaded by the largest leave-one-out error, and ideal "
+              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. "
+              "`scaletrace project` prints the numbers.",
+              "No sweep with three measured GPU counts (with a workload, tokens_per_step and ProfilerSteps): "
+              "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]
 
 __all__ = ["CHARTS", "ChartSpec"]

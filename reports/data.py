@@ -51,6 +51,9 @@ class ReportData:
     compute_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
     why: list[str] = field(default_factory=list)
     why_more: list[str] = field(default_factory=list)  # the EXTRA_SENTENCES of `why` (also in the findings)
+    # "Projection" (reports/charts_projection.py): the model's curve per sweep, and its sentences
+    projection: pl.DataFrame = field(default_factory=pl.DataFrame)
+    projection_notes: list[str] = field(default_factory=list)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -86,6 +89,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
     rank_wait = _sample_ranks(_filter(db.query("rank_wait"), wanted), notes)
     why = _why(db, wanted, best)
+    why.update(_projection(db))
     return ReportData(
         **why,
         runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
@@ -108,6 +112,14 @@ def _why(db: Database, wanted: list[str], best: pl.DataFrame) -> dict:
             "compute_parts": efficiency.efficiency_per_run(db.query("compute_efficiency"),
                                                            db.query("op_efficiency"), best),
             "why": expl.sentences + more, "why_more": more}
+
+
+def _projection(db: Database) -> dict:
+    """The projection's curve and sentences (every sweep in the database: the model needs all its runs)."""
+    from scaletrace.reports.charts_projection import projection_data, projection_sentences
+
+    curve, skipped = projection_data(db)
+    return {"projection": curve, "projection_notes": projection_sentences(curve, skipped)}
 
 
 def _scaling(scaling: pl.DataFrame, wanted: list[str], notes: list[str]) -> pl.DataFrame:

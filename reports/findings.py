@@ -100,6 +100,11 @@ def why_findings(data: ReportData) -> list[str]:
     return [s for row in rows if (s := cause_sentence(row, data.attribution_by_group))] + data.why_more
 
 
+def projection_findings(data: ReportData) -> list[str]:
+    """The knee of each projected sweep, or that none is predicted (reports/charts_projection.py)."""
+    return list(getattr(data, "projection_notes", []))
+
+
 def findings(data: ReportData) -> list[str]:
     return (scaling_findings(data) + why_findings(data) + layout_findings(data) + comm_findings(data)
-            + run_findings(data))
+            + run_findings(data) + projection_findings(data))

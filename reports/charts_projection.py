@@ -1,0 +1,77 @@
+"""The report's "Projection" chart and sentences: measured tokens/s, the model's curve to 4× the largest
+measured GPU count with its leave-one-out band, the ideal line, and the knee (reports/projection.py).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from scaletrace.pipeline.db import Database
+from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
+from scaletrace.reports.projection import ProjectionError
+from scaletrace.reports.projection_sweeps import curve, fit_sweeps, knee
+
+FACTOR = 4  # the curve runs to this many times the largest measured GPU count
+UNRELIABLE_PCT = 50  # a larger leave-one-out error: the findings claim no knee
+
+
+def projection_data(db: Database) -> tuple[pl.DataFrame, list[str]]:
+    """The chart's curve (reports.projection.curve) of every identifiable sweep, and one line per
+    sweep that could not be projected."""
+    try:
+        sweeps, skipped = fit_sweeps(db)
+    except ProjectionError as exc:
+        return pl.DataFrame(), [str(exc)]
+    return curve(sweeps, FACTOR), skipped
+
+
+def build_projection(df: pl.DataFrame) -> alt.LayerChart:
+    """df: projection_data's curve (one row per sweep × GPU count)."""
+    x = gpus_axis(df)
+    y_scale = alt.Scale(type="log")
+    band = alt.Chart(data(df)).mark_area(opacity=0.18).encode(
+        x=x, y=alt.Y("band_lo_tps:Q", title="tokens/s (whole job, log scale)", scale=y_scale),
+        y2="band_hi_tps:Q", color=sweep_colour())
+    ideal = alt.Chart(data(df)).mark_line(strokeDash=[6, 4], color="gray").encode(
+        x=x, y=alt.Y("ideal_tps:Q", scale=y_scale), detail="sweep:N")
+    predicted = alt.Chart(data(df)).mark_line().encode(
+        x=x, y=alt.Y("predicted_tps:Q", scale=y_scale), color=sweep_colour(),
+        tooltip=["sweep:N", "world_size:Q", alt.Tooltip("predicted_tps:Q", format=",.0f"),
+                 alt.Tooltip("band_pct:Q", title="LOO error (±%)", format=".1f")])
+    measured = alt.Chart(data(df.filter(pl.col("measured_tps").is_not_null()))).mark_point(
+        filled=True, size=60, opacity=0.9).encode(
+        x=x, y=alt.Y("measured_tps:Q", scale=y_scale), color=sweep_colour(),
+        tooltip=["sweep:N", "world_size:Q", alt.Tooltip("measured_tps:Q", format=",.0f")])
+    edge = alt.Chart(data(df.select("sweep", "max_measured").unique())).mark_rule(
+        color="#999", strokeDash=[2, 2]).encode(x="max_measured:Q")
+    # the points first: the shared colour legend takes its symbols from the first layer
+    return alt.layer(measured, predicted, ideal, edge, band).properties(
+        title=alt.TitleParams(f"Projected throughput to {FACTOR}× the largest measured GPU count",
+                              subtitle="points: measured; line: model; band: leave-one-out error; dashed: ideal; "
+                                       "dotted: largest measured"), width=WIDTH, height=HEIGHT)
+
+
+def projection_sentences(df: pl.DataFrame, skipped: list[str]) -> list[str]:
+    """Per projected sweep: the knee, or that none is predicted within FACTOR× the largest measured count."""
+    out = []
+    if df.is_empty():
+        return list(skipped)
+    for (sweep,), part in df.group_by(["sweep"], maintain_order=True):
+        top = int(part["max_measured"][0])
+        band = float(part["band_pct"][0])
+        k = knee(part)
+        basis = (f"(model fitted on {part['measured_tps'].is_not_null().sum()} measured GPU counts; "
+                 f"leave-one-out error up to {band:.1f} %)")
+        if band > UNRELIABLE_PCT:
+            out.append(f"{sweep}: the projection does not fit these runs (leave-one-out error up to {band:.0f} %, "
+                       f"over {UNRELIABLE_PCT} %): no knee is claimed; `scaletrace project` shows the numbers.")
+        elif k is None:
+            out.append(f"{sweep}: no knee predicted up to {gpus(FACTOR * top)} ({FACTOR}× the largest measured "
+                       f"count): each added GPU keeps yielding at least half its ideal throughput {basis}.")
+        else:
+            where = ("within the measured runs" if k < top else "the largest measured count" if k == top
+                     else "beyond the measured runs")
+            out.append(f"{sweep}: projected knee at {gpus(k)} ({where}): beyond it each added GPU yields less "
+                       f"than half its ideal throughput {basis}.")
+    return out + skipped

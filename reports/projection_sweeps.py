@@ -1,0 +1,186 @@
+"""The projection per sweep: fitting each sweep and layout family, leave-one-out, the table that
+``scaletrace project`` prints, and the report's curve and knee (the model: reports/projection.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from scaletrace.pipeline.db import Database
+from scaletrace.reports.projection import (COLUMNS, MIN_SIZES, Fit, NotIdentifiableError, Point, ProjectionError,
+                                           WhatIf, fit, load_points, parse_what_if, predict)
+
+
+# ---- the sweep-level table -----------------------------------------------------------------------
+
+@dataclass
+class Sweep:
+    """One sweep's fitted model and what the table and the chart need from its measured runs."""
+
+    workload: str
+    family: str  # layout family: tp, pp, cp degrees and strategy label
+    label: str  # the workload, with the family when the workload has several
+    points: list[Point]
+    model: Fit
+    loo_error_pct: dict[int, float]  # measured N -> 100 · (LOO prediction − measured) ÷ measured
+    notes: list[str]
+
+    @property
+    def band_pct(self) -> float:
+        """The largest leave-one-out error (absolute, %): the band drawn around projections."""
+        return max(abs(v) for v in self.loo_error_pct.values())
+
+    @property
+    def base(self) -> Point:
+        return self.points[0]
+
+
+def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], list[str]]:
+    """Every identifiable sweep's model (or ``workload``'s) and one line per sweep left out.
+    NotIdentifiableError when ``workload`` is given and has fewer than three GPU counts."""
+    sweeps, skipped = [], []
+    loaded = load_points(db, workload)
+    families = {}
+    for name, family, *_ in loaded:
+        families[name] = families.get(name, 0) + 1
+    for name, family, scaling, points in loaded:
+        sizes = sorted({p.n for p in points})
+        label = f"{name} ({family})" if families[name] > 1 else name
+        if len(sizes) < MIN_SIZES:
+            skipped.append(f"{label}: projection not identifiable: {len(sizes)} measured GPU count"
+                           f"{'s' if len(sizes) != 1 else ''} ({', '.join(map(str, sizes)) or 'none with steps'}); "
+                           f"the model needs at least {MIN_SIZES}")
+            continue
+        if any(not p.tokens_per_step for p in points):
+            skipped.append(f"{label}: no tokens_per_step (or global_batch_size and seq_len) in run.json: "
+                           "throughput cannot be projected")
+            continue
+        layout = points[-1].layout
+        gpn = max((p.gpus_per_node for p in points if p.gpus_per_node), default=None)
+        model = fit(points, scaling, layout, gpn)
+        if gpn is None:
+            model.notes.append("gpus_per_node / num_nodes unknown: every group taken to be inside one node")
+        loo = {}
+        for i, p in enumerate(points):
+            rest = points[:i] + points[i + 1:]
+            pred = predict(fit(rest, scaling, layout, gpn), p.n)["step_time_ns"]
+            loo[p.n] = 100 * (pred - p.step_ns) / p.step_ns
+        sweeps.append(Sweep(name, family, label, points, model, loo, model.notes))
+    if workload is not None and not sweeps:
+        raise NotIdentifiableError("; ".join(skipped))
+    return sweeps, skipped
+
+
+def _row(sw: Sweep, n: int, pred: dict, what_if: WhatIf, base_tps: float, measured: Point | None) -> dict:
+    f, base = sw.model, sw.base
+    tokens = base.tokens_per_step / base.n * n if f.scaling == "weak" else base.tokens_per_step
+    step = measured.step_ns if measured else pred["step_time_ns"]
+    tps = (measured.tokens_per_step if measured else tokens) / (step / 1e9)
+    gain = tps / base_tps
+    eff = 100 * gain * base.n / n if f.scaling != "weak" else 100 * (tps / n) / (base_tps / base.n)
+    fpt, peak = sw.points[-1].flops_per_token, sw.points[-1].peak_flops
+    parts = ({"compute_ns": measured.compute_ns, "comm_ns": measured.comm_ns,
+              "exposed_comm_ns": measured.exposed_comm_ns} if measured else pred)
+    notes = list(sw.notes)
+    if not measured and f.gpus_per_node and n > f.gpus_per_node * max(p.nodes or 1 for p in sw.points):
+        notes.append("more nodes than any measured run")
+    return {"workload": sw.workload, "layout_family": sw.family, "world_size": n,
+            "num_nodes": math.ceil(n / f.gpus_per_node) if f.gpus_per_node else (measured.nodes if measured else None),
+            "measured": measured is not None, "step_time_ns": step, "tokens_per_s": tps,
+            "tokens_per_s_per_gpu": tps / n, "mfu_pct": 100 * tps * fpt / (n * peak) if fpt and peak else None,
+            "scaling_efficiency_pct": eff, **{k: parts[k] for k in ("compute_ns", "comm_ns", "exposed_comm_ns")},
+            "loo_error_pct": sw.loo_error_pct[n] if measured else sw.band_pct, "what_if": what_if.label,
+            "predicted_step_time_ns": pred["step_time_ns"], "run_id": measured.run_id if measured else None,
+            "notes": "; ".join(notes) or None}
+
+
+def _check_sizes(sw: Sweep, to: list[int]) -> None:
+    for n in to:
+        if n < 1 or n % sw.model.unit:
+            raise ProjectionError(f"{sw.label}: {n} GPUs is not a positive multiple of tp × pp × cp = "
+                                  f"{sw.model.unit} (the sweep's layout family)")
+
+
+def sweep_rows(sw: Sweep, to: list[int], what_if: WhatIf | None = None) -> list[dict]:
+    """The measured runs (measured values, in-sample prediction, LOO error) and the projections at ``to``
+    (default 2× and 4× the largest measured count), then the same under ``what_if``."""
+    to = sorted(set(to or [2 * sw.points[-1].n, 4 * sw.points[-1].n]))
+    _check_sizes(sw, to)
+    measured = {p.n: p for p in sw.points}
+    base_tps = sw.base.tokens_per_step / (sw.base.step_ns / 1e9)
+    rows = [_row(sw, p.n, predict(sw.model, p.n), WhatIf(), base_tps, p) for p in sw.points]
+    rows += [_row(sw, n, predict(sw.model, n), WhatIf(), base_tps, None) for n in to if n not in measured]
+    if what_if is not None:
+        # against the same scenario's baseline: the what-if world's own scaling
+        wb = predict(sw.model, sw.base.n, what_if)["step_time_ns"]
+        wbase = sw.base.tokens_per_step / (wb / 1e9)
+        rows += [_row(sw, n, predict(sw.model, n, what_if), what_if, wbase, None)
+                 for n in sorted(set(measured) | set(to))]
+    return rows
+
+
+def project(db: Database, workload: str | None = None, to: list[int] | None = None,
+            what_if: WhatIf | str | None = None) -> pl.DataFrame:
+    """The projection table (README "Projection"): one row per sweep × GPU count × scenario.
+    NotIdentifiableError when no sweep (or ``workload``) has three measured GPU counts."""
+    if isinstance(what_if, str):
+        what_if = parse_what_if(what_if)
+    sweeps, skipped = fit_sweeps(db, workload)
+    if not sweeps:
+        raise NotIdentifiableError("; ".join(skipped) if skipped else
+                                   "projection not identifiable: no sweep (runs with a workload, tokens per "
+                                   "step and ProfilerSteps) in the database")
+    rows = [r for sw in sweeps for r in sweep_rows(sw, list(to or []), what_if)]
+    return pl.DataFrame(rows, schema_overrides={"num_nodes": pl.Int64, "mfu_pct": pl.Float64,
+                                                "run_id": pl.String, "notes": pl.String},
+                        infer_schema_length=None).select(COLUMNS)
+
+
+def project_db(db: str | Database, workload: str | None = None, to: list[int] | None = None,
+               what_if: WhatIf | str | None = None) -> pl.DataFrame:
+    """:func:`project` on a database path or an open Database (``scaletrace.project``)."""
+    if isinstance(db, Database):
+        return project(db, workload, to, what_if)
+    from scaletrace.pipeline.db import connect
+
+    with connect(db) as database:
+        return project(database, workload, to, what_if)
+
+
+def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:
+    """The chart's points per sweep: GPU counts from the baseline to ``factor``× the largest measured
+    (doubling, plus every measured count), predicted tokens/s with the LOO band, the ideal line, and
+    the measured tokens/s where measured."""
+    rows = []
+    for sw in sweeps:
+        base_tps = sw.base.tokens_per_step / (sw.base.step_ns / 1e9)
+        sizes, n = {p.n for p in sw.points}, sw.base.n
+        while n <= factor * sw.points[-1].n:
+            sizes.add(n)
+            n *= 2
+        sizes = sorted(s for s in sizes | {factor * sw.points[-1].n} if s % sw.model.unit == 0)
+        measured = {p.n: p for p in sw.points}
+        for n in sizes:
+            r = _row(sw, n, predict(sw.model, n), WhatIf(), base_tps, None)
+            m = measured.get(n)
+            rows.append({"sweep": sw.label, "world_size": n, "predicted_tps": r["tokens_per_s"],
+                         # the step time off by ± the largest LOO error (at most −95 %)
+                         "band_lo_tps": r["tokens_per_s"] / (1 + sw.band_pct / 100),
+                         "band_hi_tps": r["tokens_per_s"] / max(1 - sw.band_pct / 100, 0.05),
+                         "ideal_tps": base_tps * n / sw.base.n,
+                         "measured_tps": m.tokens_per_step / (m.step_ns / 1e9) if m else None,
+                         "band_pct": sw.band_pct, "max_measured": sw.points[-1].n})
+    return pl.DataFrame(rows, schema_overrides={"measured_tps": pl.Float64}) if rows else pl.DataFrame()
+
+
+def knee(points: pl.DataFrame) -> int | None:
+    """The GPU count beyond which each added GPU yields less than half its ideal throughput: the first
+    n of the curve (one sweep, sorted) where (tps(next) − tps(n)) ÷ (next − n) < ½ · ideal tps per GPU."""
+    rows = points.sort("world_size").to_dicts()
+    for prev, cur in zip(rows, rows[1:]):
+        ideal_per_gpu = (cur["ideal_tps"] - prev["ideal_tps"]) / (cur["world_size"] - prev["world_size"])
+        if (cur["predicted_tps"] - prev["predicted_tps"]) / (cur["world_size"] - prev["world_size"]) < 0.5 * ideal_per_gpu:
+            return prev["world_size"]
+    return None
