@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import multiprocessing
 import os
 import re
-from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,11 +19,12 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import schema, sidefiles
+from scaletrace.pipeline import limits, oneline, schema, sidefiles
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, decode, unpack
 from scaletrace.pipeline.extract import extract, rank_from_filename
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
+from scaletrace.pipeline.workers import in_order
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
@@ -83,17 +81,20 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            runs.setdefault(path.resolve().parent, []).append(path.resolve())
+            run_dir, file = _in_run(path)
+            runs.setdefault(run_dir, []).append(file)
         elif path.is_dir():
             found = 0
-            for root, dirs, files in os.walk(path):  # does not follow symlinked dirs: no loops
+            unreadable = _UnreadableDirs(problems)
+            for root, dirs, files in os.walk(path, onerror=unreadable):  # does not follow symlinked dirs: no loops
                 dirs.sort()
                 for name in sorted(files):
                     candidate = Path(root) / name
                     if is_trace_file(candidate) and candidate.is_file():
-                        runs.setdefault(candidate.resolve().parent, []).append(candidate.resolve())
+                        run_dir, file = _in_run(candidate)
+                        runs.setdefault(run_dir, []).append(file)
                         found += 1
-            if not found:
+            if not found and not unreadable.seen:
                 problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
         elif path.is_symlink():
             problems.append(Outcome(str(path), "error", "broken symlink or symlink loop"))
@@ -102,20 +103,45 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
 
 
-def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool):
+def _in_run(path: Path) -> tuple[Path, Path]:
+    """(run directory, file) of a trace: the directory that holds the entry, even when the entry
+    is a symlink to a file stored elsewhere (the run is the directory the user named)."""
+    run_dir = path.absolute().parent.resolve()
+    return run_dir, run_dir / path.name
+
+
+class _UnreadableDirs:
+    """os.walk's onerror: a directory that cannot be listed is one error line, not a silent skip."""
+
+    def __init__(self, problems: list[Outcome]):
+        self.problems, self.seen = problems, False
+
+    def __call__(self, exc: OSError) -> None:
+        self.seen = True
+        self.problems.append(Outcome(str(exc.filename or "?"), "error",
+                                     f"cannot read directory ({exc.strerror or exc}); its traces are not ingested"))
+
+
+def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool,
+               max_trace_bytes: int | None = None):
     """Worker: (sha256, bytes, json_bytes, Extracted | None, error | None).
 
     The file's bytes are released as soon as they are decoded (``extract`` drops the
-    raw event slices after reading them), so they never coexist with the output tables."""
+    raw event slices after reading them), so they never coexist with the output tables.
+    ``max_trace_bytes``: the file and its decompressed JSON may be no larger (default:
+    ``limits.default_max_trace_bytes()``)."""
+    limit = max_trace_bytes or limits.default_max_trace_bytes()
     try:
-        raw = Path(path).read_bytes()
+        raw = limits.read_regular(path, limit, TRACE_LIMIT)
     except OSError as exc:
         return None, 0, 0, None, f"cannot read file ({exc.strerror or exc})"
+    except (limits.LimitError, MemoryError) as exc:
+        return None, 0, 0, None, f"cannot read file ({exc or type(exc).__name__})"
     sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
     if sha == known_sha:
         return sha, nbytes, 0, None, None
     try:
-        data = unpack(raw)
+        data = unpack(raw, limit, TRACE_LIMIT)
         del raw
         json_bytes = len(data)
         fractional = FRACTIONAL_TS.search(data) is not None
@@ -130,6 +156,16 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         return sha, nbytes, 0, None, f"a value does not fit its column ({str(exc).splitlines()[0]})"
     except (MemoryError, RecursionError) as exc:
         return sha, nbytes, 0, None, f"too large or deeply nested to parse ({type(exc).__name__})"
+    except Exception as exc:  # the backstop: one file's line with the exception's type, never the ingest's
+        return sha, nbytes, 0, None, f"could not be parsed ({oneline.describe(exc)})"
+
+
+TRACE_LIMIT = "the trace size limit (--max-trace-size)"
+
+
+def _failed_parse(reason: str):
+    """parse_file's result for a file whose parse raised or whose process died (pipeline/workers.py)."""
+    return None, 0, 0, None, reason
 
 
 _CLASSIFIERS: dict = {}
@@ -152,8 +188,13 @@ def ingest(
     on_progress: Callable[[int, int], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
     lock_wait_s: float = schema.LOCK_WAIT_S,
+    max_trace_bytes: int | None = None,
 ) -> IngestReport:
-    """Ingest trace files or run directories into the DuckDB file ``db``."""
+    """Ingest trace files or run directories into the DuckDB file ``db``.
+
+    ``max_trace_bytes``: a trace file, and its JSON once decompressed, may be no larger; a
+    larger one is that file's error (default ``limits.default_max_trace_bytes()``, an eighth
+    of the machine's memory)."""
     report = IngestReport()
 
     def record(outcome: Outcome) -> None:
@@ -172,14 +213,14 @@ def ingest(
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
     tasks = [(f, run) for run in runs for f in run.files]
-    parsed = _parse_all(tasks, known, rules, keep_python, workers)
+    parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
     first = next(parsed, None)
     con = schema.open_for_write(db, lock_wait_s, on_wait)
     try:
         done = 0
         for item in itertools.chain([first] if first else [], parsed):
             (path, run), result = item
-            outcome = _write(con, path, run, result)
+            outcome = _write_safely(con, path, run, result)
             record(outcome)
             _log(con, outcome)
             done += 1
@@ -190,6 +231,7 @@ def ingest(
                 record(outcome)
                 _log(con, outcome)
     finally:
+        parsed.close()  # interrupted: the workers stop now, not after their files
         con.close()
     return report
 
@@ -203,9 +245,9 @@ def _missing_ranks(con, run: RunInfo) -> list[Outcome]:
     world = run.manifest.world_size or trace_world
     if not ranks or not world or len(ranks) >= world:
         return []
-    missing = sorted(set(range(world)) - set(ranks))
-    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-    return [Outcome(str(run.run_dir), "note", f"run '{run.run_id}': {len(missing)} of {world} ranks have no "
+    count, first = limits.missing_ranks(ranks, world, 8)  # never range(world): a file may claim 2e9
+    shown = ", ".join(map(str, first)) + (", ..." if count > 8 else "")
+    return [Outcome(str(run.run_dir), "note", f"run '{run.run_id}': {count} of {world} ranks have no "
                     f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
                     run.run_id)]
 
@@ -235,10 +277,7 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:
         try:
             manifest, raw, warnings = read_manifest(run_dir)
         except ManifestError as exc:
-            for f in files:
-                outcome = Outcome(str(f), "error", f"run.json unusable, trace skipped: {exc}")
-                record(outcome)
-                _log(con, outcome)
+            _skip_run(con, record, run_dir, files, exc)
             continue
         for warning in warnings:
             outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
@@ -248,27 +287,26 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunInfo]:
     return runs
 
 
-def _parse_all(tasks, known, rules, keep_python, workers):
-    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once."""
+def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError) -> None:
+    """An unusable run.json: one line for the run; its traces are skipped (and logged as such),
+    since the run id, world size and rank map it would give are unknown."""
+    reason = str(exc).split(": ", 1)[-1]
+    count = f"{len(files)} trace{'s' * (len(files) != 1)}"
+    outcome = Outcome(str(run_dir / MANIFEST_NAME), "error", f"{reason}; the run's {count} skipped")
+    record(outcome)
+    _log(con, outcome)
+    for f in files:
+        _log(con, Outcome(str(f), "error", f"skipped: {run_dir / MANIFEST_NAME} is unusable: {reason}"))
+
+
+def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
+    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once
+    (pipeline/workers.py: a parse that raises or whose process dies is that file's error)."""
     workers = workers or len(os.sched_getaffinity(0)) or 1
     workers = max(1, min(workers, len(tasks)))
-    if workers == 1:
-        for task in tasks:
-            yield task, parse_file(str(task[0]), known.get(str(task[0])), rules, keep_python)
-        return
-    ctx = multiprocessing.get_context("fork")  # no __main__ re-import; pool starts before DuckDB opens
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        pending: deque[tuple[tuple, Future]] = deque()
-        queue = iter(tasks)
-        for task in queue:
-            pending.append((task, pool.submit(parse_file, str(task[0]), known.get(str(task[0])),
-                                               rules, keep_python)))
-            if len(pending) > workers:
-                head, future = pending.popleft()
-                yield head, future.result()
-        while pending:
-            head, future = pending.popleft()
-            yield head, future.result()
+    jobs = [(str(task[0]), known.get(str(task[0])), rules, keep_python) for task in tasks]
+    # the pool starts before DuckDB opens (fork: no __main__ re-import)
+    yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))
 
 
 def _resolve_rank(path: Path, run: RunInfo, meta: dict, con) -> tuple[int, str]:
@@ -320,6 +358,19 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
     if zero:
         warning = "; ".join(filter(None, [warning, f"{zero} device events of zero duration kept (they add no time)"]))
     return Outcome(str(path), "ok", message + (f" ({warning})" if warning else ""), run.run_id, rank, warning)
+
+
+def _write_safely(con, path: Path, run: RunInfo, result) -> Outcome:
+    """_write, where any exception is that file's one line (the backstop, with its type); a
+    database that can no longer be written (disk full: DuckDB invalidates it) ends the ingest
+    with one DatabaseError line naming the first error."""
+    try:
+        return _write(con, path, run, result)
+    except duckdb.FatalException as exc:
+        raise schema.DatabaseError(f"cannot write the database any more: {oneline.message(exc)}; "
+                                   "the files stored before are intact, re-run when it is fixed") from None
+    except Exception as exc:
+        return Outcome(str(path), "error", f"cannot store ({oneline.describe(exc)})", run.run_id)
 
 
 def _log(con, outcome: Outcome) -> None:

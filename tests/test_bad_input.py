@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, kernel, query, write_trace
+from conftest import FIXTURES, cpu, kernel, query, write_trace
 from scaletrace.cli import main
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
@@ -35,7 +35,23 @@ BAD_FILES = {
                   "rank5.json", "malformed"),
     "negative duration": (lambda: _doc([kernel("gemm", 10, -5)]), "rank5.json", "negative duration"),
     "duplicate rank": (lambda: _doc(GOOD, rank=0), "rank0_copy.json", "duplicate rank 0"),
+    # issue 11, item 1: values that used to escape the worker with a traceback and stop the ingest
+    "ts as the string NaN": (lambda: _raw_event(ts='"NaN"'), "rank5.json", "not a finite number"),
+    "dur as the string sNaN": (lambda: _raw_event(dur='"sNaN"'), "rank5.json", "not a finite number"),
+    "ts as the string Infinity": (lambda: _raw_event(ts='"-Infinity"'), "rank5.json", "not a finite number"),
+    "ts 1e999999 (overflows Decimal)": (lambda: _raw_event(ts="1e999999"), "rank5.json", "beyond 64-bit"),
+    "dur -1e999999": (lambda: _raw_event(dur="-1e999999"), "rank5.json", "negative duration"),
+    "ProfilerStep with a 5,000-digit number": (
+        lambda: _doc(GOOD + [cpu("ProfilerStep#" + "9" * 5000, 0, 200)]), "rank5.json", "5,000 digits is beyond 64"),
+    # issue 11, item 10: int(Decimal("1e999990")) took 26 s before the range check
+    "ts 1e999990 (quadratic int)": (lambda: _raw_event(ts="1e999990"), "rank5.json", "beyond 64-bit"),
 }
+
+
+def _raw_event(ts="1", dur="1") -> bytes:
+    """One kernel event whose ts and dur are written as given (JSON text)."""
+    return b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": %s, "dur": %s}]}' % (
+        ts.encode(), dur.encode())
 
 
 @pytest.fixture()
@@ -145,3 +161,137 @@ def test_symlink_loops_do_not_hang(tmp_path):
     assert result.exit_code == 1
     assert result.stderr.strip() == f"{run / 'self.json'}: broken symlink or symlink loop"
     assert query(db, "rank_breakdown")["rank"].to_list() == [0]
+
+
+# --- issue 11: an adversarial pass ---------------------------------------------------------------
+
+def _runs(root, names, events=GOOD):
+    for name in names:
+        write_trace(root / name / "rank0.json", events, rank=0)
+    return root
+
+
+def test_a_bad_value_costs_its_file_not_the_files_after_it(tmp_path):
+    """Item 1: the exception used to escape future.result(): no later file (other runs too) was stored."""
+    root = _runs(tmp_path / "runs", ["a", "b", "c", "d"])
+    (root / "b" / "rank1.json").write_bytes(_raw_event(ts='"NaN"'))
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(root), "--db", str(db), "-q", "--workers", "2"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines() == [f"{root / 'b' / 'rank1.json'}: event #0 (kernel 'k'): "
+                                                  "ts or dur NaN is not a finite number"]
+    assert sorted(query(db, "rank_breakdown")["run_id"].to_list()) == ["a", "b", "c", "d"]
+
+
+def _explode(*args, **kwargs):
+    raise LookupError("a bug nobody foresaw")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_any_exception_in_a_parse_is_that_files_line_with_its_type(tmp_path, monkeypatch, workers):
+    """Item 1, the backstop at the worker boundary: whatever a parse raises names its type."""
+    import importlib
+
+    ingest_module = importlib.import_module("scaletrace.pipeline.ingest")  # the package exports a function of that name
+    root = _runs(tmp_path / "runs", ["a", "b"])
+    monkeypatch.setattr(ingest_module, "extract", _explode)  # forked workers inherit it
+    result = CliRunner().invoke(main, ["ingest", str(root), "--db", str(tmp_path / "t.duckdb"), "-q",
+                                       "--workers", workers])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines[:2] == [f"{root / r / 'rank0.json'}: could not be parsed (LookupError: a bug nobody foresaw)"
+                         for r in ("a", "b")], lines
+    assert lines[2:] == [f"{tmp_path / 't.duckdb'} holds no traces: nothing could be ingested (its ingest_log "
+                         "table records why)"]
+
+
+def test_a_huge_exponent_is_refused_before_int_decimal(tmp_path):
+    """Item 10: the exponent is checked first; 1e999990 used to take ~26 s of CPU."""
+    import time
+
+    from scaletrace.pipeline.classify import DEFAULT_RULES
+    from scaletrace.pipeline.ingest import parse_file
+
+    path = tmp_path / "rank0.json"
+    path.write_bytes(_raw_event(ts="1e999990", dur="1e999990"))
+    start = time.process_time()
+    *_, error = parse_file(str(path), None, DEFAULT_RULES, False)
+    assert "beyond 64-bit" in error
+    assert time.process_time() - start < 1.0
+
+
+@pytest.mark.parametrize("where", ["distributedInfo", "run.json"])
+def test_a_claimed_world_size_costs_nothing(tmp_path, where):
+    """Item 2: world_size 2e9 built set(range(2e9)) for the missing-ranks note (5 GB in 13 s).
+    Under a 1.5 GB memory cap the note now comes at once."""
+    from hostile import cli
+
+    run = tmp_path / "run"
+    doc = {"traceEvents": GOOD, "distributedInfo": {"rank": 0, "world_size": 2_000_000_000}}
+    if where == "run.json":
+        doc["distributedInfo"] = {"rank": 0}
+        (run).mkdir()
+        (run / "run.json").write_text(json.dumps({"world_size": 2_000_000_000}))
+    write_trace(run / "rank0.json", doc["traceEvents"], **{"distributedInfo": doc["distributedInfo"]})
+    result = cli("ingest", run, "--db", tmp_path / "t.duckdb", memory_bytes=1536 << 20, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("1,999,999,999 of 2,000,000,000 ranks have no trace (ranks 1, 2, 3, 4, 5, 6, 7, 8, ...)"
+            in result.stderr.replace("1999999999 of 2000000000", "1,999,999,999 of 2,000,000,000")), result.stderr
+
+
+BAD_MANIFESTS = {
+    "an over-long integer under an unknown key": (b'{"run_id": "x", "notes": ' + b"9" * 5000 + b"}",
+                                                  "unknown key 'notes'"),
+    "nesting 100,000 deep": (b'{"labels": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}",
+                             "nested too deeply"),
+    "a FIFO": (None, "not a regular file (a FIFO)"),
+    "a directory": ("dir", "not a regular file (a directory)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_MANIFESTS))
+def test_a_bad_run_json_costs_its_run_only(tmp_path, case):
+    """Item 3: a traceback before any file was written, and every other run of the command lost.
+    Now: one line for the run, its traces skipped (logged), the other runs land."""
+    import os
+
+    root = _runs(tmp_path / "runs", ["a", "b", "c"])
+    content, reason = BAD_MANIFESTS[case]
+    manifest = root / "b" / "run.json"
+    if content is None:
+        os.mkfifo(manifest)
+    elif content == "dir":
+        manifest.mkdir()
+    else:
+        manifest.write_bytes(content)
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(root), "--db", str(db), "-q"])
+    assert "Traceback" not in result.output
+    if case.startswith("an over-long integer"):  # usable: the unknown key is kept, the run lands
+        assert result.exit_code == 0, result.output
+        assert sorted(query(db, "rank_breakdown")["run_id"].to_list()) == ["a", "c", "x"]
+        return
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{manifest}: ") and reason in lines[0], lines
+    assert lines[0].endswith("the run's 1 trace skipped")
+    assert sorted(query(db, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+    logged = CliRunner().invoke(main, ["sql", "SELECT path, status FROM ingest_log ORDER BY path", "--db", str(db),
+                                       "--format", "csv"]).output
+    assert f"{root / 'b' / 'rank0.json'},error" in logged
+
+
+def test_an_unreadable_run_json_costs_its_run_only(tmp_path):
+    """Item 3: no read permission on run.json (as a user: root reads everything)."""
+    from hostile import cli
+
+    root = _runs(tmp_path / "runs", ["a", "b"])
+    tmp_path.chmod(0o755)
+    manifest = root / "b" / "run.json"
+    manifest.write_text('{"run_id": "secret"}')
+    manifest.chmod(0)
+    result = cli("ingest", root, "--db", tmp_path / "t.duckdb", "-q", as_user=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"{manifest}: cannot read (Permission denied); "
+                                                  "the run's 1 trace skipped"]
+    assert query(tmp_path / "t.duckdb", "rank_breakdown")["run_id"].to_list() == ["a"]
