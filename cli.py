@@ -13,8 +13,10 @@ from rich.text import Text
 
 from scaletrace import queries
 from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
+from scaletrace.pipeline import limits
 from scaletrace.pipeline.db import connect
 from scaletrace.pipeline.ingest import ingest as run_ingest
+from scaletrace.pipeline.interrupt import CtrlC
 from scaletrace.pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -65,8 +67,11 @@ def main() -> None:
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False),
               help="JSON rule table replacing the default kernel classification.")
 @click.option("--workers", type=int, default=None, help="Parser processes (default: one per core).")
+@click.option("--max-trace-size", default=None, metavar="SIZE",
+              help="Refuse a trace file larger than this, or whose JSON decompresses to more (e.g. 2G, 500M; "
+                   "default: an eighth of this machine's memory).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
-def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
+def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -74,6 +79,7 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
     Directories are searched recursively.  Re-ingesting an unchanged file does
     nothing; a changed file replaces its rows.  A file that cannot be ingested
     prints one line `PATH: reason`; the others still ingest; exit status 1.
+    Ctrl-C stops at once (exit status 130); re-running finishes the work.
 
     \b
     Example:
@@ -84,12 +90,18 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
         rule_table = load_rules(rules) if rules else DEFAULT_RULES
     except RulesError as exc:
         fail(str(exc))
+    try:
+        max_trace_bytes = limits.parse_size(max_trace_size) if max_trace_size else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-trace-size") from None
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
+    ctrl_c = CtrlC()
     progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=stderr, disable=quiet, transient=True)
 
     def on_outcome(outcome) -> None:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
             line = outcome.line()
         elif quiet:
@@ -104,13 +116,19 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
 
     task = progress.add_task("ingest", total=None)
     try:
-        with progress:
+        with ctrl_c, progress:
             report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
                                 on_outcome=on_outcome,
                                 on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                on_wait=lambda msg: say(msg, progress.console))
-    except DatabaseError as exc:
-        fail(str(exc))
+                                on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes)
+    except (KeyboardInterrupt, Exception) as exc:
+        # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
+        if isinstance(exc, KeyboardInterrupt) or ctrl_c.hit:
+            say(f"interrupted; {_plural(counts['ok'], 'file')} stored, re-run to finish")
+            sys.exit(130)
+        if isinstance(exc, DatabaseError):
+            fail(str(exc))
+        raise
     if not quiet:
         say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
     if not counts["ok"] and not counts["unchanged"]:

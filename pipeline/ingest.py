@@ -136,7 +136,7 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     except OSError as exc:
         return None, 0, 0, None, f"cannot read file ({exc.strerror or exc})"
     except (limits.LimitError, MemoryError) as exc:
-        return None, 0, 0, None, f"cannot read file ({exc or type(exc).__name__})"
+        return None, 0, 0, None, f"cannot read file ({str(exc) or type(exc).__name__})"
     sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
     if sha == known_sha:
         return sha, nbytes, 0, None, None

@@ -47,7 +47,7 @@ def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable
         while True:
             for job in queue:
                 pool = pool or _new_pool(workers)
-                pending.append((job, pool.submit(fn, *job, **kwargs)))
+                pending.append((job, _submit(pool, fn, job, kwargs)))
                 if len(pending) > workers:
                     break
             if not pending:
@@ -69,6 +69,15 @@ def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable
     finally:
         if pool is not None:
             _discard(pool, kill=not finished)
+
+
+def _submit(pool: ProcessPoolExecutor, fn, job, kwargs) -> Future:
+    try:
+        return pool.submit(fn, *job, **kwargs)
+    except BrokenProcessPool as exc:  # a worker died since the last result: settled like the others
+        future: Future = Future()
+        future.set_exception(exc)
+        return future
 
 
 def _call(fn, job, kwargs, failed):
