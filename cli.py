@@ -61,7 +61,7 @@ def main() -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @DB_OPTION
 @click.option("--keep-python", is_flag=True, help="Keep python_function events (skipped by default).")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False),
@@ -468,7 +468,7 @@ def _say_errors(outcome) -> None:
 
 
 @main.command(name="run", context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("-o", "--out", "out_dir", default="scaletrace-out", show_default=True,
               type=click.Path(file_okay=False), help="Directory for scaletrace.duckdb and report.html.")
 @click.option("--png", is_flag=True, help="Also write each chart as PNG under OUT/figures.")

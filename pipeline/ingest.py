@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import limits, oneline, schema, sidefiles
+from scaletrace.pipeline import limits, oneline, runsync, schema, sidefiles
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, decode, unpack
 from scaletrace.pipeline.extract import extract, rank_from_filename
@@ -209,7 +209,7 @@ def ingest(
             record(outcome)
             _log(con, outcome)
         runs = _read_runs(run_dirs, con, record)
-        known = dict(con.execute("SELECT path, sha256 FROM traces").fetchall())
+        known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
     tasks = [(f, run) for run in runs for f in run.files]
@@ -227,6 +227,7 @@ def ingest(
             if on_progress:
                 on_progress(done, len(tasks))
         for run in runs:
+            runsync.refresh(con, run)  # run.json edited alone: the runs row follows it
             for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
                 record(outcome)
                 _log(con, outcome)
@@ -264,7 +265,8 @@ def _ingest_side_files(con, run: RunInfo) -> list[Outcome]:
                 continue
             sidefiles.write(con, path, run.run_id, rank, kind, sha, records)
         except (OSError, ValueError, duckdb.Error) as exc:
-            outcomes.append(Outcome(str(path), "error", f"{kind} log not ingested: {exc}", run.run_id, rank))
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else oneline.message(exc)
+            outcomes.append(Outcome(str(path), "error", f"{kind} log not ingested: {reason}", run.run_id, rank))
             continue
         outcomes.append(Outcome(str(path), "ok", f"{len(records)} {kind} records for run '{run.run_id}' "
                                 f"rank {rank}", run.run_id, rank))

@@ -295,3 +295,157 @@ def test_an_unreadable_run_json_costs_its_run_only(tmp_path):
     assert result.stderr.strip().splitlines() == [f"{manifest}: cannot read (Permission denied); "
                                                   "the run's 1 trace skipped"]
     assert query(tmp_path / "t.duckdb", "rank_breakdown")["run_id"].to_list() == ["a"]
+
+
+def _runs_table(db, columns="run_id, workload, world_size, updated_at"):
+    out = CliRunner().invoke(main, ["sql", f"SELECT {columns} FROM runs ORDER BY run_id", "--db", str(db),
+                                    "--format", "json"])
+    return json.loads(out.output)
+
+
+def test_editing_run_json_alone_updates_the_run(tmp_path):
+    """Item 8: the traces are unchanged and skipped, so the runs row kept the old run.json."""
+    run = tmp_path / "run"
+    for rank in (0, 1):
+        write_trace(run / f"rank{rank}.json", GOOD, rank=rank)
+    (run / "run.json").write_text(json.dumps({"workload": "before", "world_size": 2}))
+    db = tmp_path / "t.duckdb"
+    args = ["ingest", str(run), "--db", str(db)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    first = _runs_table(db)
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert _runs_table(db) == first, "nothing changed: the row is not rewritten"
+    (run / "run.json").write_text(json.dumps({"workload": "after", "world_size": 3}))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and "0 ingested, 2 unchanged" in result.stderr
+    assert "1 of 3 ranks have no trace (ranks 2)" in result.stderr
+    assert [(r["workload"], r["world_size"]) for r in _runs_table(db)] == [("after", 3)]
+    (run / "run.json").unlink()
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert [(r["workload"], r["world_size"]) for r in _runs_table(db)] == [(None, None)]
+
+
+def test_editing_the_run_id_or_ranks_in_run_json_moves_the_traces(tmp_path):
+    """Item 8: a new run_id left the traces (and the step log) under the old one."""
+    run = tmp_path / "run"
+    write_trace(run / "a.json", GOOD)
+    write_trace(run / "b.json", GOOD)
+    (run / "rank0.steps.jsonl").write_text('{"step": 1, "start_ns": 0, "dur_ns": 100}\n')
+    (run / "run.json").write_text(json.dumps({"run_id": "old", "ranks": {"a.json": 0, "b.json": 1}}))
+    db = tmp_path / "t.duckdb"
+    assert CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"]).exit_code == 0
+    (run / "run.json").write_text(json.dumps({"run_id": "new", "ranks": {"a.json": 1, "b.json": 0}}))
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"])
+    assert result.exit_code == 0, result.output
+    ranks = CliRunner().invoke(main, ["sql", "SELECT run_id, rank, regexp_extract(path, '[ab].json') AS f FROM traces "
+                                      "UNION ALL SELECT run_id, rank, 'steps' FROM step_log ORDER BY ALL",
+                                      "--db", str(db), "--format", "csv"]).output
+    assert ranks.splitlines() == ["run_id,rank,f", "new,0,b.json", "new,0,steps", "new,1,a.json"]
+    assert [r["run_id"] for r in _runs_table(db)] == ["new"]
+
+
+def test_editing_or_removing_a_step_log_updates_its_rows(tmp_path):
+    """Item 8, side files: an edited step log replaces its rows; a removed one takes them away."""
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    steps = run / "rank0.steps.jsonl"
+    steps.write_text('{"step": 1, "start_ns": 0, "dur_ns": 100}\n')
+    db = tmp_path / "t.duckdb"
+    count = ["sql", "SELECT count(*) AS n, sum(dur_ns)::BIGINT AS ns FROM step_log", "--db", str(db), "--format", "json"]
+    assert CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"]).exit_code == 0
+    steps.write_text('{"step": 1, "start_ns": 0, "dur_ns": 100}\n{"step": 2, "start_ns": 100, "dur_ns": 50}\n')
+    assert CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"]).exit_code == 0
+    assert json.loads(CliRunner().invoke(main, count).output) == [{"n": 2, "ns": 150}]
+    steps.unlink()
+    assert CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"]).exit_code == 0
+    assert json.loads(CliRunner().invoke(main, count).output) == [{"n": 0, "ns": None}]
+
+
+def test_side_files_must_be_regular_files(tmp_path):
+    """Item 6: a FIFO step log hung for ever holding the write lock; /dev/zero as a power log ate
+    3 GB in 5 s.  Now each is one line (in a subprocess with a timeout and a 1.5 GB memory cap)."""
+    import os
+
+    from hostile import cli
+
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    os.mkfifo(run / "rank0.steps.jsonl")
+    (run / "rank0.power.jsonl").symlink_to("/dev/zero")
+    result = cli("ingest", run, "--db", tmp_path / "t.duckdb", "-q", memory_bytes=1536 << 20, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"{run / 'rank0.power.jsonl'}: power log not ingested: not a regular file (a character device)",
+        f"{run / 'rank0.steps.jsonl'}: steps log not ingested: not a regular file (a FIFO)"]
+    assert query(tmp_path / "t.duckdb", "rank_breakdown")["rank"].to_list() == [0]
+
+
+def test_side_files_have_a_size_limit(tmp_path, monkeypatch):
+    from scaletrace.pipeline import limits
+
+    monkeypatch.setattr(limits, "MAX_SIDE_FILE_BYTES", 1000)
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    (run / "rank0.steps.jsonl").write_text('{"step": 1, "start_ns": 0, "dur_ns": 100}\n' * 100)
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb"), "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"{run / 'rank0.steps.jsonl'}: steps log not ingested: 4.1 KiB, over the side-file size limit of 1000 bytes"]
+
+
+def test_step_log_values_duckdb_rejects_are_one_line(tmp_path):
+    """Item 11: DuckDB's three-line message with a caret for 2**64-1 and for rank 3,000,000,000."""
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    (run / "rank0.steps.jsonl").write_text('{"step": %d, "start_ns": 0, "dur_ns": 100}\n' % (2**64 - 1))
+    (run / "rank3000000000.steps.jsonl").write_text('{"step": 1, "start_ns": 0, "dur_ns": 100}\n')
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb"), "-q"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0] == (f"{run / 'rank0.steps.jsonl'}: steps log not ingested: line 1: "
+                        "Expected `int` <= 9223372036854775807 - at `$.step`")
+    assert lines[1].startswith(f"{run / 'rank3000000000.steps.jsonl'}: steps log not ingested: Conversion Error")
+
+
+def test_unreadable_directories_are_said_and_exit_1(tmp_path):
+    """Item 7: a directory the user cannot read was skipped silently (exit 0, its runs missing)."""
+    from hostile import cli
+
+    root = _runs(tmp_path / "runs", ["a", "b"])
+    tmp_path.chmod(0o755)
+    (root / "b").chmod(0)
+    hidden = _runs(tmp_path / "hidden", ["c"])
+    hidden.chmod(0)
+    db = tmp_path / "db" / "t.duckdb"
+    db.parent.mkdir(mode=0o777)
+    db.parent.chmod(0o777)
+    try:
+        result = cli("ingest", root, hidden, "--db", db, "-q", as_user=True)
+    finally:
+        (root / "b").chmod(0o755)
+        hidden.chmod(0o755)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"{root / 'b'}: cannot read directory (Permission denied); its traces are not ingested",
+        f"{hidden}: cannot read directory (Permission denied); its traces are not ingested"]
+    assert query(db, "rank_breakdown")["run_id"].to_list() == ["a"]
+
+
+def test_a_run_directory_of_symlinks_is_the_directory_named(tmp_path):
+    """Item 9: traces linked from elsewhere were split by their targets' directories and the
+    link directory's run.json was ignored."""
+    store = tmp_path / "store"
+    write_trace(store / "x" / "trace-a.json", GOOD, rank=0)
+    write_trace(store / "y" / "trace-b.json", GOOD, rank=1)
+    run = tmp_path / "linked"
+    run.mkdir()
+    (run / "rank0.json").symlink_to(store / "x" / "trace-a.json")
+    (run / "rank1.json").symlink_to(store / "y" / "trace-b.json")
+    (run / "run.json").write_text(json.dumps({"run_id": "from-links", "world_size": 2}))
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    rows = CliRunner().invoke(main, ["sql", "SELECT t.run_id, rank, path, source_dir FROM traces t JOIN runs USING "
+                                     "(run_id) ORDER BY rank", "--db", str(db), "--format", "csv"]).output
+    assert rows.splitlines()[1:] == [f"from-links,{r},{run / f'rank{r}.json'},{run}" for r in (0, 1)]
