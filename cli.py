@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+import duckdb
 import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,7 +14,7 @@ from rich.text import Text
 
 from scaletrace import queries
 from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
-from scaletrace.pipeline import limits
+from scaletrace.pipeline import limits, oneline
 from scaletrace.pipeline.db import connect
 from scaletrace.pipeline.ingest import ingest as run_ingest
 from scaletrace.pipeline.interrupt import CtrlC
@@ -128,6 +129,8 @@ def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> Non
             sys.exit(130)
         if isinstance(exc, DatabaseError):
             fail(str(exc))
+        if isinstance(exc, duckdb.Error):  # the backstop: a database error is one line, never a traceback
+            fail(f"{db}: {oneline.message(exc)}")
         raise
     if not quiet:
         say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
@@ -407,6 +410,10 @@ def export(db, parquet_dir) -> None:
         counts = export_parquet(db, parquet_dir)
     except DatabaseError as exc:
         fail(str(exc))
+    except OSError as exc:  # e.g. DIR under a regular file, a read-only file system
+        fail(f"cannot write {exc.filename or parquet_dir}: {exc.strerror or exc}")
+    except duckdb.Error as exc:
+        fail(f"cannot export to {parquet_dir}: {oneline.message(exc)}")
     say(f"{_plural(sum(counts.values()), 'row')} in {_plural(len(counts), 'table')} -> {parquet_dir}")
 
 
@@ -460,6 +467,8 @@ def report(db, out, runs, png, svg, quiet) -> None:
         _write_report(db, out, runs, png, svg, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
+    except OSError as exc:  # a read-only file system, a file where a directory should be, a full disk
+        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
 
 
 def _say_errors(outcome) -> None:
@@ -491,13 +500,20 @@ def run_all(paths, out_dir, png, quiet) -> None:
     out = Path(out_dir)
     if not out.is_dir():
         say(f"created directory {out}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {exc.filename or out}: {exc.strerror or exc}")
     db = out / "scaletrace.duckdb"
     try:
         report_ = run_ingest(paths, db, on_outcome=_say_errors)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
+    except duckdb.Error as exc:
+        fail(f"{db}: {oneline.message(exc)}")
     sys.exit(1 if report_.errors else 0)
 
 

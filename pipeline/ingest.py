@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import limits, oneline, runsync, schema, sidefiles
+from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, decode, unpack
 from scaletrace.pipeline.extract import extract, rank_from_filename
@@ -203,7 +203,7 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    con = schema.open_for_write(db, lock_wait_s, on_wait)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
     try:
         for outcome in problems:
             record(outcome)
@@ -215,7 +215,7 @@ def ingest(
     tasks = [(f, run) for run in runs for f in run.files]
     parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
     first = next(parsed, None)
-    con = schema.open_for_write(db, lock_wait_s, on_wait)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
     try:
         done = 0
         for item in itertools.chain([first] if first else [], parsed):
@@ -351,7 +351,7 @@ def _write(con, path: Path, run: RunInfo, result) -> Outcome:
     try:
         schema.write_trace(con, str(path), sha, nbytes, json_bytes, rank, rank_source, row, extracted)
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
-        return Outcome(str(path), "error", f"cannot store: {str(exc).splitlines()[0]}", run.run_id)
+        return Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)  # COMMIT's, not ROLLBACK's
     message = f"ingested as run '{run.run_id}' rank {rank}"
     warning = None
     if rank_source == "single_trace":
@@ -367,12 +367,21 @@ def _write_safely(con, path: Path, run: RunInfo, result) -> Outcome:
     database that can no longer be written (disk full: DuckDB invalidates it) ends the ingest
     with one DatabaseError line naming the first error."""
     try:
-        return _write(con, path, run, result)
+        outcome = _write(con, path, run, result)
     except duckdb.FatalException as exc:
-        raise schema.DatabaseError(f"cannot write the database any more: {oneline.message(exc)}; "
-                                   "the files stored before are intact, re-run when it is fixed") from None
+        outcome = Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)
     except Exception as exc:
         return Outcome(str(path), "error", f"cannot store ({oneline.describe(exc)})", run.run_id)
+    if outcome.status == "error" and outcome.message.startswith("cannot store: ") and any(
+            sign in outcome.message for sign in CANNOT_WRITE):
+        raise schema.DatabaseError(f"{outcome.path}: {outcome.message}; the ingest stops (the files stored "
+                                   "before are intact: re-run when the database can be written)")
+    return outcome
+
+
+# DuckDB's words for a database that cannot be written at all (a full disk, a file-size limit, an
+# invalidated instance): every later file would fail the same way.
+CANNOT_WRITE = ("Could not write file", "No space left on device", "database has been invalidated")
 
 
 def _log(con, outcome: Outcome) -> None:

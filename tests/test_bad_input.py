@@ -449,3 +449,103 @@ def test_a_run_directory_of_symlinks_is_the_directory_named(tmp_path):
     rows = CliRunner().invoke(main, ["sql", "SELECT t.run_id, rank, path, source_dir FROM traces t JOIN runs USING "
                                      "(run_id) ORDER BY rank", "--db", str(db), "--format", "csv"]).output
     assert rows.splitlines()[1:] == [f"from-links,{r},{run / f'rank{r}.json'},{run}" for r in (0, 1)]
+
+
+# --- item 12: tracebacks instead of one line -----------------------------------------------------
+
+def _one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("target", ["-o", "--png"])
+def test_report_into_a_read_only_directory_is_one_line(fixtures_db, tmp_path, target):
+    from hostile import cli
+
+    tmp_path.chmod(0o755)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    locked.chmod(0o555)
+    out = ["-o", locked / "report.html"] if target == "-o" else ["-o", tmp_path / "r.html", "--png", locked / "png"]
+    result = cli("report", "--db", fixtures_db, *out, "-q", as_user=True, timeout=300)
+    assert result.returncode == 1
+    assert _one_error_line(result.stderr) == f"error: cannot write {out[-1]}: Permission denied"
+
+
+def test_export_under_a_regular_file_is_one_line(fixtures_db, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = CliRunner().invoke(main, ["export", "--db", str(fixtures_db), "--parquet", str(tmp_path / "file" / "pq")])
+    assert result.exit_code == 1
+    assert _one_error_line(result.stderr) == f"error: cannot write {tmp_path / 'file' / 'pq'}: Not a directory"
+
+
+def _foreign_databases(tmp_path, fixtures_db):
+    import duckdb
+
+    truncated = tmp_path / "truncated.duckdb"
+    truncated.write_bytes(fixtures_db.read_bytes()[:300_000])
+    other = tmp_path / "other-columns.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("CREATE TABLE traces (path VARCHAR, colour VARCHAR)")
+    con.close()
+    unrelated = tmp_path / "unrelated.duckdb"
+    con = duckdb.connect(str(unrelated))
+    con.execute("CREATE TABLE customers (id INTEGER, name VARCHAR)")
+    con.close()
+    return {"truncated": (truncated, "cannot be used as a scaletrace database (IO Error: "),
+            "other columns": (other, "not a scaletrace database of this version: table traces has columns "
+                                     "scaletrace does not write (colour VARCHAR)"),
+            "unrelated": (unrelated, "not a scaletrace database (it holds other tables: customers); give a new "
+                                     "file or one scaletrace wrote")}
+
+
+@pytest.mark.parametrize("case", ["truncated", "other columns", "unrelated"])
+def test_ingest_refuses_a_database_that_is_not_scaletraces(fixtures_db, tmp_path, case):
+    """A half-truncated file or tables with other columns gave a traceback; an unrelated DuckDB
+    file silently gained 15 tables.  Each is refused with one line, and the file is left as it was."""
+    db, reason = _foreign_databases(tmp_path, fixtures_db)[case]
+    before = db.read_bytes()
+    result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--db", str(db), "-q"])
+    assert result.exit_code == 1
+    assert _one_error_line(result.stderr).startswith(f"error: {db}: {reason}")
+    assert db.read_bytes() == before
+
+
+def test_rules_with_a_non_string_pattern_is_one_line(tmp_path):
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "contains", "pattern": 5, "kind": "comm"}]))
+    result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--db", str(tmp_path / "t.duckdb"),
+                                       "--rules", str(rules)])
+    assert result.exit_code == 1
+    assert _one_error_line(result.stderr).endswith("every field is a string")
+
+
+def test_a_full_disk_stops_with_the_first_error(tmp_path):
+    """A write that fails (here a file-size limit, as a full disk does) is one line that names
+    the COMMIT's error, not the ROLLBACK's "no transaction is active"; the files stored before stay."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    for i in range(6):
+        _runs(runs, [f"r{i}"], [kernel(f"gemm_{j}", j * 10, 5) for j in range(3000)])
+    db = tmp_path / "t.duckdb"
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
+
+    result = subprocess.run([sys.executable, "-m", "scaletrace.cli", "ingest", str(runs), "--db", str(db), "-q",
+                             "--workers", "1"], preexec_fn=small_files, capture_output=True, text=True, timeout=120)
+    line = _one_error_line(result.stderr)
+    assert result.returncode == 1 and "Failed to commit" in line and "File too large" in line, line
+    assert "no transaction is active" not in line and line.endswith("re-run when the database can be written)")
+    stored = query(db, "rank_breakdown")["run_id"].to_list()
+    assert 0 < len(stored) < 6
+    assert CliRunner().invoke(main, ["ingest", str(runs), "--db", str(db), "-q"]).exit_code == 0
+    assert len(query(db, "rank_breakdown")) == 6
