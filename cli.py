@@ -34,8 +34,9 @@ stderr = Console(stderr=True)
 
 
 def say(message: str, console: Console = stderr) -> None:
-    """One line on stderr, as written: paths and names from traces are never read as markup."""
-    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr, as written: paths and names from traces are never read as markup, and
+    their control characters (terminal escape sequences) are shown escaped."""
+    console.print(oneline.printable(message), markup=False, highlight=False, soft_wrap=True)
 
 
 def _plural(n: int, noun: str) -> str:
@@ -162,10 +163,10 @@ def _select(df: pl.DataFrame, columns: str | None, what: str) -> pl.DataFrame:
 
 
 def _emit(df: pl.DataFrame, fmt: str) -> None:
-    if fmt == "csv":
-        click.echo(df.write_csv(), nl=False)
+    if fmt == "csv":  # color=True: click would strip ANSI sequences from stored names; pipes get exact text
+        click.echo(df.write_csv(), nl=False, color=True)
     elif fmt == "json":
-        click.echo(df.write_json())
+        click.echo(df.write_json(), color=True)
     elif fmt == "line":
         width = max((len(name) for name in df.columns), default=0) + 1
         blocks = ["\n".join(f"{name + ':':<{width}} {_cell(v)}" for name, v in row.items())
@@ -174,7 +175,7 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
     else:
         table = Table(show_lines=False)
         for name in df.columns:
-            table.add_column(Text(name), overflow="fold")
+            table.add_column(Text(oneline.printable(name)), overflow="fold")
         for row in df.iter_rows():  # Text: names from traces are shown as written, never as markup
             table.add_row(*[Text(_cell(v)) for v in row])
         Console(width=None if sys.stdout.isatty() else 400).print(table)
@@ -185,7 +186,7 @@ def _cell(value) -> str:
         return "NULL"
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return oneline.printable(str(value))  # a trace's terminal escape sequences are shown, not obeyed
 
 
 @main.command(context_settings=CONTEXT)

@@ -38,3 +38,14 @@ def message(exc: BaseException) -> str:
     """The first error of ``exc``'s chain as one line (DuckDB's messages have a caret line and
     a hint after the first)."""
     return one_line(str(first_error(exc))) or type(exc).__name__
+
+
+# C0 controls, DEL and C1 controls: a trace's names and paths could carry terminal escape
+# sequences (ESC [ ..., OSC) that recolour, retitle or rewrite the user's terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL.update({ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r"})
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters shown as escapes (``\\x1b``), nothing else changed."""
+    return text.translate(_CONTROL)

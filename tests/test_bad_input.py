@@ -549,3 +549,78 @@ def test_a_full_disk_stops_with_the_first_error(tmp_path):
     assert 0 < len(stored) < 6
     assert CliRunner().invoke(main, ["ingest", str(runs), "--db", str(db), "-q"]).exit_code == 0
     assert len(query(db, "rank_breakdown")) == 6
+
+
+# --- item 15: `scaletrace sql` reads the database and nothing else --------------------------------
+
+@pytest.fixture(scope="module")
+def export_dir(fixtures_db, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "pq"
+    assert CliRunner().invoke(main, ["export", "--db", str(fixtures_db), "--parquet", str(out)]).exit_code == 0
+    return out
+
+
+@pytest.mark.parametrize("source", ["duckdb", "parquet"])
+@pytest.mark.parametrize("statement", [
+    "ATTACH '{victim}' AS v (READ_WRITE)",
+    "COPY (SELECT 1 AS x) TO '{victim}'",
+    "COPY (SELECT 1 AS x) TO '{inside}'",
+    "EXPORT DATABASE '{victim}'",
+    "SELECT * FROM read_csv('{secret}')",
+    "SELECT * FROM read_text('{secret}')",
+    "SET enable_external_access = true",
+    "LOAD httpfs",
+])
+def test_sql_touches_no_other_file(fixtures_db, export_dir, tmp_path, source, statement):
+    """ATTACH ... (READ_WRITE) and COPY ... TO could change or destroy other files."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    victim = tmp_path / "victim.duckdb"
+    db = fixtures_db if source == "duckdb" else export_dir
+    text = statement.format(victim=victim, secret=secret, inside=export_dir / "evil.csv")
+    result = CliRunner().invoke(main, ["sql", text, "--db", str(db)])
+    assert result.exit_code == 1, (text, result.output)
+    _one_error_line(result.stderr)
+    assert not victim.exists() and not (export_dir / "evil.csv").exists()
+    ok = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM traces", "--db", str(db), "--format", "json"])
+    assert json.loads(ok.output) == [{"n": 4}]
+
+
+# --- item 16: terminal escape sequences in names -------------------------------------------------
+
+EVIL = "gemm\x1b[31mRED\x1b[0m\x1b]0;owned\x07\x9b2J\nnext"
+
+
+@pytest.fixture(scope="module")
+def evil_db(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evil")
+    write_trace(tmp / "run" / "rank0.json", [kernel(EVIL, 0, 10)], rank=0)
+    db = tmp / "t.duckdb"
+    assert CliRunner().invoke(main, ["ingest", str(tmp / "run"), "--db", str(db), "-q"]).exit_code == 0
+    return db
+
+
+@pytest.mark.parametrize("fmt", ["table", "line"])
+def test_escape_sequences_are_shown_escaped_on_a_terminal(evil_db, fmt):
+    result = CliRunner().invoke(main, ["sql", "SELECT name FROM device_events", "--db", str(evil_db), "--format", fmt])
+    assert result.exit_code == 0
+    assert not any(c in result.output for c in "\x1b\x07\x9b"), repr(result.output)
+    assert "gemm\\x1b[31mRED\\x1b[0m\\x1b]0;owned\\x07\\x9b2J\\nnext" in result.output
+
+
+def test_csv_and_json_keep_the_exact_name(evil_db):
+    import csv
+    import io
+
+    args = ["sql", "SELECT name FROM device_events", "--db", str(evil_db), "--format"]
+    as_csv = CliRunner().invoke(main, args + ["csv"]).output
+    assert list(csv.reader(io.StringIO(as_csv, newline="")))[1] == [EVIL]
+    assert json.loads(CliRunner().invoke(main, args + ["json"]).output) == [{"name": EVIL}]
+
+
+def test_error_lines_show_escape_sequences_escaped(tmp_path):
+    run = tmp_path / "run\x1b[2J"
+    write_trace(run / "rank0.json", [kernel("k", 0, -5)], rank=0)
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb"), "-q"])
+    assert result.exit_code == 1 and "\x1b" not in result.stderr
+    assert "run\\x1b[2J" in result.stderr
