@@ -624,3 +624,62 @@ def test_error_lines_show_escape_sequences_escaped(tmp_path):
     result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb"), "-q"])
     assert result.exit_code == 1 and "\x1b" not in result.stderr
     assert "run\\x1b[2J" in result.stderr
+
+
+# --- item 4: memory bounded by bytes: a limit on the decompressed size -----------------------------
+
+def _gzip_bomb(path, decompressed_bytes: int) -> int:
+    """A .gz of whitespace (members of 16 MiB each): a few MB on disk, ``decompressed_bytes`` of JSON."""
+    member = gzip.compress(b" " * (16 << 20), compresslevel=9)
+    path.write_bytes(member * (decompressed_bytes // (16 << 20)))
+    return path.stat().st_size
+
+
+def test_a_gzip_bomb_is_refused_past_the_limit_in_bounded_memory(tmp_path):
+    """A 12 MB .gz of whitespace would have exhausted a 24 GB machine: nothing capped the
+    decompressed size.  Here 2 GiB of whitespace under a 1 GiB memory cap, --max-trace-size 64M."""
+    from hostile import cli
+
+    root = _runs(tmp_path / "runs", ["a", "c"])
+    bomb = root / "b" / "rank0.json.gz"
+    bomb.parent.mkdir()
+    assert _gzip_bomb(bomb, 2 << 30) < 8 << 20
+    result = cli("ingest", root, "--db", tmp_path / "t.duckdb", "-q", "--max-trace-size", "64M",
+                 memory_bytes=1 << 30, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        f"{bomb}: decompresses to more than the trace size limit (--max-trace-size) of 64 MiB"]
+    assert sorted(query(tmp_path / "t.duckdb", "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+
+
+def test_a_trace_over_the_limit_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", GOOD, rank=0)
+    big = write_trace(run / "rank1.json", [kernel(f"k{i}", i, 1) for i in range(20_000)], rank=1)
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(tmp_path / "t.duckdb"), "-q",
+                                       "--max-trace-size", "1M"])
+    assert result.exit_code == 1
+    size = big.stat().st_size / (1 << 20)
+    assert result.stderr.strip().splitlines() == [
+        f"{big}: cannot read file ({size:.3g} MiB, over the trace size limit (--max-trace-size) of 1 MiB)"]
+    assert query(tmp_path / "t.duckdb", "rank_breakdown")["rank"].to_list() == [0]
+
+
+def test_the_default_limit_follows_the_machines_memory(tmp_path, monkeypatch):
+    """Default: an eighth of physical memory; the ingest applies it when no limit is given."""
+    from scaletrace.pipeline import limits
+
+    assert limits.default_max_trace_bytes() == max(256 << 20, limits.physical_memory_bytes() // 8)
+    monkeypatch.setattr(limits, "physical_memory_bytes", lambda: 8 * (300 << 20))  # a 2.4 GB machine
+    assert limits.default_max_trace_bytes() == 300 << 20
+    bomb = tmp_path / "run" / "rank0.json.gz"
+    bomb.parent.mkdir()
+    _gzip_bomb(bomb, 320 << 20)
+    result = CliRunner().invoke(main, ["ingest", str(bomb.parent), "--db", str(tmp_path / "t.duckdb"), "-q"])
+    assert result.exit_code == 1
+    assert "decompresses to more than the trace size limit (--max-trace-size) of 300 MiB" in result.stderr
+
+
+def test_max_trace_size_wants_a_size():
+    result = CliRunner().invoke(main, ["ingest", "x", "--max-trace-size", "lots"])
+    assert result.exit_code == 2 and "not a size" in result.stderr
