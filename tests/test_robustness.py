@@ -85,7 +85,9 @@ mutation = st.one_of(
     st.tuples(st.just("flip"), st.floats(0, 1), st.integers(0, 255)),
     st.tuples(st.just("insert"), st.floats(0, 1), st.binary(min_size=1, max_size=8)),
     st.tuples(st.just("number"), st.floats(0, 1), st.sampled_from(
-        [b"1e400", b"-1", b"NaN", b"99999999999999999999999", b'"x"', b"null", b"[]", b"{}", b"-0.0"])),
+        [b"1e400", b"-1", b"NaN", b"99999999999999999999999", b'"x"', b"null", b"[]", b"{}", b"-0.0",
+         # issue 11: values that escaped the checks before
+         b'"NaN"', b'"sNaN"', b'"-Infinity"', b"1e999999", b"1e999990", b"9" * 5000, b"2000000000"])),
 )
 
 
