@@ -71,7 +71,7 @@ def main() -> None:
 @click.option("--workers", type=int, default=None, help="Parser processes (default: one per core).")
 @click.option("--max-trace-size", default=None, metavar="SIZE",
               help="Refuse a trace file larger than this, or whose JSON decompresses to more (e.g. 2G, 500M; "
-                   "default: an eighth of this machine's memory).")
+                   "default: a sixteenth of this machine's memory).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
 def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.

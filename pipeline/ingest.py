@@ -98,6 +98,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
                 problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
         elif path.is_symlink():
             problems.append(Outcome(str(path), "error", "broken symlink or symlink loop"))
+        elif path.exists():  # a FIFO, a device such as /dev/zero, a socket
+            problems.append(Outcome(str(path), "error", "not a regular file or a directory"))
         else:
             problems.append(Outcome(str(path), "error", "no such file or directory"))
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
@@ -193,7 +195,7 @@ def ingest(
     """Ingest trace files or run directories into the DuckDB file ``db``.
 
     ``max_trace_bytes``: a trace file, and its JSON once decompressed, may be no larger; a
-    larger one is that file's error (default ``limits.default_max_trace_bytes()``, an eighth
+    larger one is that file's error (default ``limits.default_max_trace_bytes()``, a sixteenth
     of the machine's memory)."""
     report = IngestReport()
 

@@ -39,10 +39,11 @@ def physical_memory_bytes() -> int | None:
 
 
 def default_max_trace_bytes() -> int:
-    """One eighth of the machine's memory (at least 256 MiB): a trace of that size takes at
-    most ~6 × its decompressed size while parsed (the README's measured bound), so it fits."""
+    """A sixteenth of the machine's memory (at least 256 MiB): parsing takes up to ~6.6 × the
+    decompressed JSON (README, "Robustness", measured), so a trace at the limit needs at most
+    ~0.4 of the memory in its worker."""
     memory = physical_memory_bytes() or 8 * 1024 * MIB
-    return max(256 * MIB, memory // 8)
+    return max(256 * MIB, memory // 16)
 
 
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)i?[bB]?\s*$")

@@ -13,6 +13,7 @@ from typing import Optional
 import msgspec
 
 from scaletrace.pipeline import limits
+from scaletrace.pipeline.oneline import describe
 
 MANIFEST_NAME = "run.json"
 
@@ -89,6 +90,8 @@ def read_manifest(run_dir: Path) -> tuple[Manifest, str | None, list[str]]:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
         raise ManifestError(f"{path}: nested too deeply to read") from None
+    except Exception as exc:  # the backstop: one line for the run, never the whole ingest's traceback
+        raise ManifestError(f"{path}: cannot be read ({describe(exc)})") from None
     if manifest.scaling not in (None, "strong", "weak"):
         raise ManifestError(f"{path}: key 'scaling' must be \"strong\" or \"weak\", got {manifest.scaling!r}")
     unknown = sorted(set(keys) - KNOWN_KEYS)

@@ -666,11 +666,11 @@ def test_a_trace_over_the_limit_is_one_line(tmp_path):
 
 
 def test_the_default_limit_follows_the_machines_memory(tmp_path, monkeypatch):
-    """Default: an eighth of physical memory; the ingest applies it when no limit is given."""
+    """Default: a sixteenth of physical memory; the ingest applies it when no limit is given."""
     from scaletrace.pipeline import limits
 
-    assert limits.default_max_trace_bytes() == max(256 << 20, limits.physical_memory_bytes() // 8)
-    monkeypatch.setattr(limits, "physical_memory_bytes", lambda: 8 * (300 << 20))  # a 2.4 GB machine
+    assert limits.default_max_trace_bytes() == max(256 << 20, limits.physical_memory_bytes() // 16)
+    monkeypatch.setattr(limits, "physical_memory_bytes", lambda: 16 * (300 << 20))  # a 4.7 GiB machine
     assert limits.default_max_trace_bytes() == 300 << 20
     bomb = tmp_path / "run" / "rank0.json.gz"
     bomb.parent.mkdir()
@@ -683,3 +683,9 @@ def test_the_default_limit_follows_the_machines_memory(tmp_path, monkeypatch):
 def test_max_trace_size_wants_a_size():
     result = CliRunner().invoke(main, ["ingest", "x", "--max-trace-size", "lots"])
     assert result.exit_code == 2 and "not a size" in result.stderr
+
+
+def test_a_path_that_is_a_device_is_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["ingest", "/dev/zero", "--db", str(tmp_path / "t.duckdb"), "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == "/dev/zero: not a regular file or a directory"
