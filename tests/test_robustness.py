@@ -171,24 +171,28 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     interrupted, BrokenProcessPool) in 3 of 4 tries.  Four tries, from the start to midway."""
     import re
 
-    from hostile import children
+    from hostile import alive, children
 
     runs = make_runs(tmp_path / "traces", 12)
-    for attempt, delay in enumerate((0.0, 0.05, 0.4, 1.5)):
+    for attempt, delay in enumerate((0.0, 0.05, 0.4, "midway")):
         db = tmp_path / f"t{attempt}.duckdb"
+        wal = Path(f"{db}.wal")
         proc = _start_ingest(runs, db)
-        assert _wait_for(lambda: db.exists() or Path(f"{db}.wal").exists())
-        time.sleep(delay)
+        assert _wait_for(lambda: db.exists() or wal.exists())
+        if delay == "midway":  # some files committed, most still to come
+            _wait_for(lambda: wal.exists() and wal.stat().st_size > 1_000_000)
+        else:
+            time.sleep(delay)
         workers = children(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, (delay, proc.returncode, err)
         match = re.fullmatch(r"interrupted; (\d+) files? stored, re-run to finish\n", err)
         assert match, (delay, err)
-        stored = _stored(db)
-        assert stored == int(match.group(1)), (delay, err)
-        from hostile import alive
+        stored = _stored(db)  # (+1: Ctrl-C between a COMMIT and the count of that file)
+        assert stored - int(match.group(1)) in (0, 1), (delay, err, stored)
         assert _wait_for(lambda: not any(alive(pid) for pid in workers), 10), "workers were left behind"
+    assert stored > 0, "the last attempt should have been midway"
     report = ingest(runs, db=db)
     assert not report.errors and consistent(db) == (12 * 4, 12 * 4 * 3 * 150)
 
