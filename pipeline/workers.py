@@ -106,13 +106,23 @@ def _alone(fn, job, kwargs, failed):
         result = _outcome(future, failed)
         if result is not _PENDING:
             return result
-        for process in processes:
-            process.join(5)
-        codes = [p.exitcode for p in processes if p.exitcode]
-        return failed(f"the parse process died ({_death(codes[0] if codes else None)}); "
+        return failed(f"the parse process died ({_death(_exit_code(processes))}); "
                       "the other files were parsed again")
     finally:
         _discard(pool, kill=True)
+
+
+def _exit_code(processes, wait_s: float = 5.0) -> int | None:
+    """The dead worker's exit code.  The pool's own thread reaps it too: a join that loses that
+    race sees no code, which the other thread records a moment later."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for process in processes:
+            process.join(0.1)
+        codes = [p.exitcode for p in processes if p.exitcode]
+        if codes or time.monotonic() > deadline:
+            return codes[0] if codes else None
+        time.sleep(0.05)
 
 
 def _death(code: int | None) -> str:
