@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+import duckdb
 import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,8 +14,10 @@ from rich.text import Text
 
 from scaletrace import queries
 from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
+from scaletrace.pipeline import limits, oneline
 from scaletrace.pipeline.db import connect
 from scaletrace.pipeline.ingest import ingest as run_ingest
+from scaletrace.pipeline.interrupt import CtrlC
 from scaletrace.pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -31,8 +34,9 @@ stderr = Console(stderr=True)
 
 
 def say(message: str, console: Console = stderr) -> None:
-    """One line on stderr, as written: paths and names from traces are never read as markup."""
-    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr, as written: paths and names from traces are never read as markup, and
+    their control characters (terminal escape sequences) are shown escaped."""
+    console.print(oneline.printable(message), markup=False, highlight=False, soft_wrap=True)
 
 
 def _plural(n: int, noun: str) -> str:
@@ -59,14 +63,17 @@ def main() -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @DB_OPTION
 @click.option("--keep-python", is_flag=True, help="Keep python_function events (skipped by default).")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False),
               help="JSON rule table replacing the default kernel classification.")
 @click.option("--workers", type=int, default=None, help="Parser processes (default: one per core).")
+@click.option("--max-trace-size", default=None, metavar="SIZE",
+              help="Refuse a trace file larger than this, or whose JSON decompresses to more (e.g. 2G, 500M; "
+                   "default: a sixteenth of this machine's memory).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
-def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
+def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -74,6 +81,7 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
     Directories are searched recursively.  Re-ingesting an unchanged file does
     nothing; a changed file replaces its rows.  A file that cannot be ingested
     prints one line `PATH: reason`; the others still ingest; exit status 1.
+    Ctrl-C stops at once (exit status 130); re-running finishes the work.
 
     \b
     Example:
@@ -84,12 +92,18 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
         rule_table = load_rules(rules) if rules else DEFAULT_RULES
     except RulesError as exc:
         fail(str(exc))
+    try:
+        max_trace_bytes = limits.parse_size(max_trace_size) if max_trace_size else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-trace-size") from None
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
+    ctrl_c = CtrlC()
     progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=stderr, disable=quiet, transient=True)
 
     def on_outcome(outcome) -> None:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
             line = outcome.line()
         elif quiet:
@@ -104,13 +118,21 @@ def ingest(paths, db, keep_python, rules, workers, quiet) -> None:
 
     task = progress.add_task("ingest", total=None)
     try:
-        with progress:
+        with ctrl_c, progress:
             report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
                                 on_outcome=on_outcome,
                                 on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                on_wait=lambda msg: say(msg, progress.console))
-    except DatabaseError as exc:
-        fail(str(exc))
+                                on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes)
+    except (KeyboardInterrupt, Exception) as exc:
+        # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
+        if isinstance(exc, KeyboardInterrupt) or ctrl_c.hit:
+            say(f"interrupted; {_plural(counts['ok'], 'file')} stored, re-run to finish")
+            sys.exit(130)
+        if isinstance(exc, DatabaseError):
+            fail(str(exc))
+        if isinstance(exc, duckdb.Error):  # the backstop: a database error is one line, never a traceback
+            fail(f"{db}: {oneline.message(exc)}")
+        raise
     if not quiet:
         say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
     if not counts["ok"] and not counts["unchanged"]:
@@ -141,10 +163,10 @@ def _select(df: pl.DataFrame, columns: str | None, what: str) -> pl.DataFrame:
 
 
 def _emit(df: pl.DataFrame, fmt: str) -> None:
-    if fmt == "csv":
-        click.echo(df.write_csv(), nl=False)
+    if fmt == "csv":  # color=True: click would strip ANSI sequences from stored names; pipes get exact text
+        click.echo(df.write_csv(), nl=False, color=True)
     elif fmt == "json":
-        click.echo(df.write_json())
+        click.echo(df.write_json(), color=True)
     elif fmt == "line":
         width = max((len(name) for name in df.columns), default=0) + 1
         blocks = ["\n".join(f"{name + ':':<{width}} {_cell(v)}" for name, v in row.items())
@@ -153,7 +175,7 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
     else:
         table = Table(show_lines=False)
         for name in df.columns:
-            table.add_column(Text(name), overflow="fold")
+            table.add_column(Text(oneline.printable(name)), overflow="fold")
         for row in df.iter_rows():  # Text: names from traces are shown as written, never as markup
             table.add_row(*[Text(_cell(v)) for v in row])
         Console(width=None if sys.stdout.isatty() else 400).print(table)
@@ -164,7 +186,7 @@ def _cell(value) -> str:
         return "NULL"
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return oneline.printable(str(value))  # a trace's terminal escape sequences are shown, not obeyed
 
 
 @main.command(context_settings=CONTEXT)
@@ -389,6 +411,10 @@ def export(db, parquet_dir) -> None:
         counts = export_parquet(db, parquet_dir)
     except DatabaseError as exc:
         fail(str(exc))
+    except OSError as exc:  # e.g. DIR under a regular file, a read-only file system
+        fail(f"cannot write {exc.filename or parquet_dir}: {exc.strerror or exc}")
+    except duckdb.Error as exc:
+        fail(f"cannot export to {parquet_dir}: {oneline.message(exc)}")
     say(f"{_plural(sum(counts.values()), 'row')} in {_plural(len(counts), 'table')} -> {parquet_dir}")
 
 
@@ -442,6 +468,8 @@ def report(db, out, runs, png, svg, quiet) -> None:
         _write_report(db, out, runs, png, svg, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
+    except OSError as exc:  # a read-only file system, a file where a directory should be, a full disk
+        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
 
 
 def _say_errors(outcome) -> None:
@@ -450,7 +478,7 @@ def _say_errors(outcome) -> None:
 
 
 @main.command(name="run", context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("-o", "--out", "out_dir", default="scaletrace-out", show_default=True,
               type=click.Path(file_okay=False), help="Directory for scaletrace.duckdb and report.html.")
 @click.option("--png", is_flag=True, help="Also write each chart as PNG under OUT/figures.")
@@ -473,13 +501,20 @@ def run_all(paths, out_dir, png, quiet) -> None:
     out = Path(out_dir)
     if not out.is_dir():
         say(f"created directory {out}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {exc.filename or out}: {exc.strerror or exc}")
     db = out / "scaletrace.duckdb"
     try:
         report_ = run_ingest(paths, db, on_outcome=_say_errors)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
+    except duckdb.Error as exc:
+        fail(f"{db}: {oneline.message(exc)}")
     sys.exit(1 if report_.errors else 0)
 
 

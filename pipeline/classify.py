@@ -106,6 +106,8 @@ def load_rules(path: str | Path) -> tuple[Rule, ...]:
     except (OSError, ValueError, TypeError) as exc:
         raise RulesError(f"{path}: not a JSON list of rules ({exc})") from None
     for rule in rules:
+        if not all(isinstance(getattr(rule, name), str) for name in Rule.__dataclass_fields__):
+            raise RulesError(f"{path}: bad rule {rule}: every field is a string")
         if rule.kind not in KINDS or rule.side not in ("gpu", "cpu"):
             raise RulesError(f"{path}: bad rule {rule}: kind must be one of {KINDS}, side gpu|cpu")
         if rule.field not in ("name", "cat") or rule.match not in ("contains", "prefix", "exact", "regex"):

@@ -8,6 +8,7 @@ import duckdb
 import polars as pl
 
 from scaletrace import queries
+from scaletrace.pipeline import sandbox
 from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting, register_definitions
 
 # Query parameters that must name something in the database, so that a typo is an
@@ -92,12 +93,15 @@ class Database:
         Several statements are refused: DuckDB would run them all and return only the last result.
         """
         try:
-            count = len(duckdb.extract_statements(text))
+            statements = duckdb.extract_statements(text)
         except duckdb.Error as exc:
             raise queries.QueryError(_first_line(exc)) from None
+        count = len(statements)
         if count != 1:
             raise queries.QueryError(f"give exactly one SQL statement, got {count}"
                                      + (" (run them one at a time)" if count else ""))
+        sandbox.check_reads(statements[0])  # and no file but the database (ATTACH, COPY TO, readers)
+        sandbox.fence(self.con, self.path if self.path.is_dir() else None)
         return self._run(text, params)
 
     def _run(self, text: str, params) -> pl.DataFrame:

@@ -17,6 +17,8 @@ from typing import Optional, Union
 
 import msgspec
 
+from scaletrace.pipeline import limits
+
 Num = Optional[Decimal]
 IntOrStr = Union[int, str, None]
 
@@ -97,19 +99,22 @@ _EVENT_PATH = re.compile(r"\$\[(\d+)\]")
 BATCH = 20_000
 
 
-def unpack(raw: bytes) -> bytes:
-    """A file's bytes, gunzipped when they are gzip, checked to be UTF-8."""
+def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size limit") -> bytes:
+    """A file's bytes, gunzipped when they are gzip (refused past ``max_bytes`` decompressed),
+    checked to be UTF-8."""
     if not raw:
         raise TraceError("empty file (0 bytes)")
     data = raw
     if raw[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(raw)
+            data = limits.gunzip(raw, max_bytes or limits.default_max_trace_bytes(), limit_name)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(f"truncated or corrupt gzip ({exc})") from None
-        if not data.strip():
+        except limits.LimitError as exc:
+            raise TraceError(str(exc)) from None
+        if limits.blank(data):
             raise TraceError("empty trace (gzip of no JSON)")
-    elif not raw.strip():
+    elif limits.blank(raw):
         raise TraceError("empty file (only whitespace)")
     _check_utf8(data)
     return data

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from scaletrace.pipeline import collectives as coll
-from scaletrace.pipeline import intervals
+from scaletrace.pipeline import intervals, limits, oneline
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
@@ -69,7 +69,10 @@ def _times(index: int, ev: Event) -> tuple[int, int]:
     """(ts, dur) in integer ns, validated; Decimal keeps every digit of ns-resolution stamps."""
     if ev.ts is None or ev.dur is None:
         raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): missing {'ts' if ev.ts is None else 'dur'}")
-    ts, dur = int(ev.ts.scaleb(3)), int(ev.dur.scaleb(3))
+    try:  # the exponent is checked before int(): 1e999990 would take tens of seconds
+        ts, dur = limits.ns_from_us(ev.ts), limits.ns_from_us(ev.dur)
+    except limits.LimitError as exc:
+        raise TraceError(f"event #{index} ({ev.cat} {oneline.one_line(repr(ev.name), 80)}): ts or dur {exc}") from None
     if not (-INT64_MAX <= ts <= INT64_MAX and 0 <= dur <= INT64_MAX):
         if dur < 0:
             raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
@@ -251,7 +254,10 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
         if cat != GPU_ANNOTATION_CAT and STEP_NAME in cpu.name[j] and cat not in RUNTIME_CATS:
             match = STEP_RE.search(cpu.name[j])
             if match:
-                step = _int(int(match.group(1)), "ProfilerStep number", cpu.index[j])
+                try:
+                    step = limits.int_from_digits(match.group(1), "ProfilerStep number")
+                except limits.LimitError as exc:
+                    raise TraceError(f"event #{cpu.index[j]}: {exc}") from None
                 step_rows.append((step, cpu.ts[j], cpu.ts[j] + cpu.dur[j]))
     steps = _Steps(step_rows)
     meta = TraceMeta(**_doc_facts(doc, cpu), ts_fractional=fractional, num_events=num_events,

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import multiprocessing
 import os
 import re
-from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,11 +19,12 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import schema, sidefiles, store
+from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, decode, unpack
 from scaletrace.pipeline.extract import Extracted, TraceMeta, extract, rank_from_filename
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
+from scaletrace.pipeline.workers import in_order
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
@@ -94,39 +92,69 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            runs.setdefault(path.resolve().parent, []).append(path.resolve())
+            run_dir, file = _in_run(path)
+            runs.setdefault(run_dir, []).append(file)
         elif path.is_dir():
             found = 0
-            for root, dirs, files in os.walk(path):  # does not follow symlinked dirs: no loops
+            unreadable = _UnreadableDirs(problems)
+            for root, dirs, files in os.walk(path, onerror=unreadable):  # does not follow symlinked dirs: no loops
                 dirs.sort()
                 for name in sorted(files):
                     candidate = Path(root) / name
                     if is_trace_file(candidate) and candidate.is_file():
-                        runs.setdefault(candidate.resolve().parent, []).append(candidate.resolve())
+                        run_dir, file = _in_run(candidate)
+                        runs.setdefault(run_dir, []).append(file)
                         found += 1
-            if not found:
+            if not found and not unreadable.seen:
                 problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
         elif path.is_symlink():
             problems.append(Outcome(str(path), "error", "broken symlink or symlink loop"))
+        elif path.exists():  # a FIFO, a device such as /dev/zero, a socket
+            problems.append(Outcome(str(path), "error", "not a regular file or a directory"))
         else:
             problems.append(Outcome(str(path), "error", "no such file or directory"))
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
 
 
-def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool) -> ParsedFile:
+def _in_run(path: Path) -> tuple[Path, Path]:
+    """(run directory, file) of a trace: the directory that holds the entry, even when the entry
+    is a symlink to a file stored elsewhere (the run is the directory the user named)."""
+    run_dir = path.absolute().parent.resolve()
+    return run_dir, run_dir / path.name
+
+
+class _UnreadableDirs:
+    """os.walk's onerror: a directory that cannot be listed is one error line, not a silent skip."""
+
+    def __init__(self, problems: list[Outcome]):
+        self.problems, self.seen = problems, False
+
+    def __call__(self, exc: OSError) -> None:
+        self.seen = True
+        self.problems.append(Outcome(str(exc.filename or "?"), "error",
+                                     f"cannot read directory ({exc.strerror or exc}); its traces are not ingested"))
+
+
+def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_python: bool,
+               max_trace_bytes: int | None = None) -> ParsedFile:
     """Worker: read, decode and extract one file (nothing when its sha256 is ``known_sha``).
 
     The file's bytes are released as soon as they are decoded (``extract`` drops the
-    raw event slices after reading them), so they never coexist with the output tables."""
+    raw event slices after reading them), so they never coexist with the output tables.
+    ``max_trace_bytes``: the file and its decompressed JSON may be no larger (default:
+    ``limits.default_max_trace_bytes()``)."""
+    limit = max_trace_bytes or limits.default_max_trace_bytes()
     try:
-        raw = Path(path).read_bytes()
+        raw = limits.read_regular(path, limit, TRACE_LIMIT)
     except OSError as exc:
         return ParsedFile(None, 0, error=f"cannot read file ({exc.strerror or exc})")
+    except (limits.LimitError, MemoryError) as exc:
+        return ParsedFile(None, 0, error=f"cannot read file ({str(exc) or type(exc).__name__})")
     sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
     if sha == known_sha:
         return ParsedFile(sha, nbytes)
     try:
-        data = unpack(raw)
+        data = unpack(raw, limit, TRACE_LIMIT)
         del raw
         json_bytes = len(data)
         classifier = _classifier(rules)
@@ -141,6 +169,16 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         return ParsedFile(sha, nbytes, error=f"a value does not fit its column ({str(exc).splitlines()[0]})")
     except (MemoryError, RecursionError) as exc:
         return ParsedFile(sha, nbytes, error=f"too large or deeply nested to parse ({type(exc).__name__})")
+    except Exception as exc:  # the backstop: one file's line with the exception's type, never the ingest's
+        return ParsedFile(sha, nbytes, error=f"could not be parsed ({oneline.describe(exc)})")
+
+
+TRACE_LIMIT = "the trace size limit (--max-trace-size)"
+
+
+def _failed_parse(reason: str) -> ParsedFile:
+    """parse_file's result for a file whose parse raised or whose process died (pipeline/workers.py)."""
+    return ParsedFile(None, 0, error=reason)
 
 
 _CLASSIFIERS: dict = {}
@@ -163,8 +201,13 @@ def ingest(
     on_progress: Callable[[int, int], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
     lock_wait_s: float = schema.LOCK_WAIT_S,
+    max_trace_bytes: int | None = None,
 ) -> IngestReport:
-    """Ingest trace files or run directories into the DuckDB file ``db``."""
+    """Ingest trace files or run directories into the DuckDB file ``db``.
+
+    ``max_trace_bytes``: a trace file, and its JSON once decompressed, may be no larger; a
+    larger one is that file's error (default ``limits.default_max_trace_bytes()``, a sixteenth
+    of the machine's memory)."""
     report = IngestReport()
 
     def record(outcome: Outcome) -> None:
@@ -173,34 +216,36 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    con = schema.open_for_write(db, lock_wait_s, on_wait)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
     try:
         for outcome in problems:
             record(outcome)
             _log(con, outcome)
         runs = _read_runs(run_dirs, con, record)
-        known = dict(con.execute("SELECT path, sha256 FROM traces").fetchall())
+        known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
     tasks = [(f, run) for run in runs for f in run.files]
-    parsed = _parse_all(tasks, known, rules, keep_python, workers)
+    parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
     first = next(parsed, None)
-    con = schema.open_for_write(db, lock_wait_s, on_wait)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
     try:
         done = 0
         for item in itertools.chain([first] if first else [], parsed):
             (path, run), result = item
-            outcome = _write(con, path, run, result)
+            outcome = _write_safely(con, path, run, result)
             record(outcome)
             _log(con, outcome)
             done += 1
             if on_progress:
                 on_progress(done, len(tasks))
         for run in runs:
+            runsync.refresh(con, run)  # run.json edited alone: the runs row follows it
             for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
                 record(outcome)
                 _log(con, outcome)
     finally:
+        parsed.close()  # interrupted: the workers stop now, not after their files
         con.close()
     return report
 
@@ -214,9 +259,9 @@ def _missing_ranks(con, run: RunDir) -> list[Outcome]:
     world = run.manifest.world_size or trace_world
     if not ranks or not world or len(ranks) >= world:
         return []
-    missing = sorted(set(range(world)) - set(ranks))
-    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-    return [Outcome(str(run.path), "note", f"run '{run.run_id}': {len(missing)} of {world} ranks have no "
+    count, first = limits.missing_ranks(ranks, world, 8)  # never range(world): a file may claim 2e9
+    shown = ", ".join(map(str, first)) + (", ..." if count > 8 else "")
+    return [Outcome(str(run.path), "note", f"run '{run.run_id}': {count} of {world} ranks have no "
                     f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
                     run.run_id)]
 
@@ -233,7 +278,8 @@ def _ingest_side_files(con, run: RunDir) -> list[Outcome]:
                 continue
             sidefiles.write(con, path, run.run_id, rank, kind, sha, records)
         except (OSError, ValueError, duckdb.Error) as exc:
-            outcomes.append(Outcome(str(path), "error", f"{kind} log not ingested: {exc}", run.run_id, rank))
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else oneline.message(exc)
+            outcomes.append(Outcome(str(path), "error", f"{kind} log not ingested: {reason}", run.run_id, rank))
             continue
         outcomes.append(Outcome(str(path), "ok", f"{len(records)} {kind} records for run '{run.run_id}' "
                                 f"rank {rank}", run.run_id, rank))
@@ -246,10 +292,7 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
         try:
             manifest, raw, warnings = read_manifest(run_dir)
         except ManifestError as exc:
-            for f in files:
-                outcome = Outcome(str(f), "error", f"run.json unusable, trace skipped: {exc}")
-                record(outcome)
-                _log(con, outcome)
+            _skip_run(con, record, run_dir, files, exc)
             continue
         for warning in warnings:
             outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
@@ -259,27 +302,26 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
     return runs
 
 
-def _parse_all(tasks, known, rules, keep_python, workers):
-    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once."""
+def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError) -> None:
+    """An unusable run.json: one line for the run; its traces are skipped (and logged as such),
+    since the run id, world size and rank map it would give are unknown."""
+    reason = str(exc).split(": ", 1)[-1]
+    count = f"{len(files)} trace{'s' * (len(files) != 1)}"
+    outcome = Outcome(str(run_dir / MANIFEST_NAME), "error", f"{reason}; the run's {count} skipped")
+    record(outcome)
+    _log(con, outcome)
+    for f in files:
+        _log(con, Outcome(str(f), "error", f"skipped: {run_dir / MANIFEST_NAME} is unusable: {reason}"))
+
+
+def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
+    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once
+    (pipeline/workers.py: a parse that raises or whose process dies is that file's error)."""
     workers = workers or len(os.sched_getaffinity(0)) or 1
     workers = max(1, min(workers, len(tasks)))
-    if workers == 1:
-        for task in tasks:
-            yield task, parse_file(str(task[0]), known.get(str(task[0])), rules, keep_python)
-        return
-    ctx = multiprocessing.get_context("fork")  # no __main__ re-import; pool starts before DuckDB opens
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        pending: deque[tuple[tuple, Future]] = deque()
-        queue = iter(tasks)
-        for task in queue:
-            pending.append((task, pool.submit(parse_file, str(task[0]), known.get(str(task[0])),
-                                               rules, keep_python)))
-            if len(pending) > workers:
-                head, future = pending.popleft()
-                yield head, future.result()
-        while pending:
-            head, future = pending.popleft()
-            yield head, future.result()
+    jobs = [(str(task[0]), known.get(str(task[0])), rules, keep_python) for task in tasks]
+    # the pool starts before DuckDB opens (fork: no __main__ re-import)
+    yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))
 
 
 def _resolve_rank(path: Path, run: RunDir, meta: TraceMeta, con) -> tuple[int, str]:
@@ -328,7 +370,7 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
     try:
         store.replace_trace(con, trace, run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw), extracted)
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
-        return Outcome(str(path), "error", f"cannot store: {str(exc).splitlines()[0]}", run.run_id)
+        return Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)  # COMMIT's, not ROLLBACK's
     message = f"ingested as run '{run.run_id}' rank {rank}"
     warning = None
     if rank_source == "single_trace":
@@ -337,6 +379,28 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
     if zero:
         warning = "; ".join(filter(None, [warning, f"{zero} device events of zero duration kept (they add no time)"]))
     return Outcome(str(path), "ok", message + (f" ({warning})" if warning else ""), run.run_id, rank, warning)
+
+
+def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
+    """_write, where any exception is that file's one line (the backstop, with its type); a
+    database that can no longer be written (disk full: DuckDB invalidates it) ends the ingest
+    with one DatabaseError line naming the first error."""
+    try:
+        outcome = _write(con, path, run, parsed)
+    except duckdb.FatalException as exc:
+        outcome = Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)
+    except Exception as exc:
+        return Outcome(str(path), "error", f"cannot store ({oneline.describe(exc)})", run.run_id)
+    if outcome.status == "error" and outcome.message.startswith("cannot store: ") and any(
+            sign in outcome.message for sign in CANNOT_WRITE):
+        raise schema.DatabaseError(f"{outcome.path}: {outcome.message}; the ingest stops (the files stored "
+                                   "before are intact: re-run when the database can be written)")
+    return outcome
+
+
+# DuckDB's words for a database that cannot be written at all (a full disk, a file-size limit, an
+# invalidated instance): every later file would fail the same way.
+CANNOT_WRITE = ("Could not write file", "No space left on device", "database has been invalidated")
 
 
 def _log(con, outcome: Outcome) -> None:

@@ -16,11 +16,14 @@ The collector's ``RunInfo`` uses the same column names.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Optional
 
 import msgspec
+
+from scaletrace.pipeline import limits
+from scaletrace.pipeline.oneline import describe
 
 MANIFEST_NAME = "run.json"
 
@@ -120,20 +123,31 @@ KNOWN_KEYS = set(Manifest.__struct_fields__)
 
 
 def read_manifest(run_dir: Path) -> tuple[Manifest, str | None, list[str]]:
-    """The manifest of a run directory, its raw JSON text and warnings (empty when absent)."""
+    """The manifest of a run directory, its raw JSON text and warnings (empty when absent).
+
+    Every way a run.json can be unusable is a ManifestError, never another exception: not a
+    regular file, unreadable, too large, nested too deep, an integer too long to convert."""
     path = run_dir / MANIFEST_NAME
-    if not path.is_file():
+    if not os.path.lexists(path):
         return Manifest(), None, []
-    raw = path.read_bytes()
+    try:
+        raw = limits.read_regular(path, limits.MAX_MANIFEST_BYTES, "the run.json size limit")
+    except (OSError, limits.LimitError) as exc:
+        raise ManifestError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         manifest = msgspec.json.decode(raw, type=Manifest)
+        keys = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])  # keys only: no value is converted
     except msgspec.ValidationError as exc:
         raise ManifestError(f"{path}: {_key_message(exc)}") from None
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ManifestError(f"{path}: nested too deeply to read") from None
+    except Exception as exc:  # the backstop: one line for the run, never the whole ingest's traceback
+        raise ManifestError(f"{path}: cannot be read ({describe(exc)})") from None
     if manifest.scaling not in (None, "strong", "weak"):
         raise ManifestError(f"{path}: key 'scaling' must be \"strong\" or \"weak\", got {manifest.scaling!r}")
-    unknown = sorted(set(json.loads(raw)) - KNOWN_KEYS)
+    unknown = sorted(set(keys) - KNOWN_KEYS)
     warnings = [f"{path}: unknown key '{k}' kept in runs.manifest" for k in unknown]
     return manifest, raw.decode("utf-8", "replace"), warnings
 

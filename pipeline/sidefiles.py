@@ -11,23 +11,27 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import msgspec
 
+from scaletrace.pipeline import limits
+
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
+# What DuckDB's BIGINT holds: a larger value is the line's error, not DuckDB's three-line message.
+Int64 = Annotated[int, msgspec.Meta(ge=-limits.INT64_MAX - 1, le=limits.INT64_MAX)]
 
 
 class StepRecord(msgspec.Struct):
-    step: int
-    start_ns: int
-    dur_ns: int
-    tokens: Optional[int] = None
+    step: Int64
+    start_ns: Int64
+    dur_ns: Int64
+    tokens: Optional[Int64] = None
     profiled: bool = False
 
 
 class PowerRecord(msgspec.Struct):
-    ts_ns: int
+    ts_ns: Int64
     watts: float
 
 
@@ -45,8 +49,9 @@ def side_files(run_dir: Path) -> list[tuple[Path, int, str]]:
 
 
 def read(path: Path, kind: str) -> tuple[str, list]:
-    """sha256 and the decoded records; ValueError names the bad line."""
-    raw = path.read_bytes()
+    """sha256 and the decoded records; ValueError names the bad line, or says the file is not a
+    regular file (a FIFO would block for ever, /dev/zero never ends) or is over the size limit."""
+    raw = limits.read_regular(path, limits.MAX_SIDE_FILE_BYTES, "the side-file size limit")
     decoder = msgspec.json.Decoder(TABLES[kind][1])
     records = []
     for number, line in enumerate(raw.splitlines(), 1):

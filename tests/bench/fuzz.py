@@ -1,16 +1,19 @@
-"""Long fuzzing run of the trace parser (a script; the test suite runs a short budget).
+"""Long fuzzing run of the parser and of whole ingests (a script; the test suite runs a short budget).
 
-    .venv/bin/python tests/bench/fuzz.py [--examples 5000]
+    .venv/bin/python tests/bench/fuzz.py [--examples 10000] [--batch 25] [--workers 2]
 
-Mutates the project's micro traces (and hta-triton when ../shared is present)
-by truncation, byte flips, insertions and number replacements, gzipped or
-not, and checks that parsing never raises: every file yields rows or one
-error line.
+Mutates the project's micro traces (and hta-triton when ../shared is present) by truncation,
+byte flips, insertions and number replacements (including the hostile values of issue 11),
+gzipped or not.  Every mutated file is parsed alone (parsing never raises: rows or one error
+line) and, ``--batch`` at a time, ingested together with two good runs in one mixed batch
+(``ingest`` in a process pool): no exception escapes, every error is one line, every file is in
+the ingest log, and the good runs are always stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -19,18 +22,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+import duckdb  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import test_robustness as fuzz  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
+
+GOOD_RUNS = ("micro-2rank", "micro-cpu-gloo")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=5000)
+    parser.add_argument("--batch", type=int, default=25, help="mutated files per mixed ingest (0: parse only)")
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    counts = {"rows": 0, "errors": 0}
+    counts = {"rows": 0, "errors": 0, "batches": 0}
     tmp = Path(tempfile.mkdtemp())
+    pending: list[bytes] = []
 
     @settings(max_examples=args.examples, deadline=None, database=None)
     @given(seed=st.sampled_from(range(len(fuzz.SEEDS))), ops=st.lists(fuzz.mutation, min_size=1, max_size=6),
@@ -38,11 +48,22 @@ def main() -> None:
     def run(seed, ops, gz):
         fuzz.test_fuzzed_traces_never_raise.hypothesis.inner_test(seed=seed, ops=ops, gz=gz, tmp_path=tmp)
         counts["rows" if _parsed(tmp / "rank0.json") else "errors"] += 1
+        if args.batch:
+            pending.append((tmp / "rank0.json").read_bytes())
+            if len(pending) >= args.batch:
+                batch, pending[:] = list(pending), []
+                _mixed_batch(batch, Path(tempfile.mkdtemp(dir=tmp)), args.workers)
+                counts["batches"] += 1
 
     start = time.perf_counter()
     run()
+    if pending:
+        _mixed_batch(pending, Path(tempfile.mkdtemp(dir=tmp)), args.workers)
+        counts["batches"] += 1
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{args.examples} mutated traces in {time.perf_counter() - start:.0f} s: no exception; "
-          f"{counts['rows']} parsed, {counts['errors']} rejected with one line")
+          f"{counts['rows']} parsed, {counts['errors']} rejected with one line; {counts['batches']} mixed "
+          f"batches ingested (--workers {args.workers}), the good runs stored in every one")
 
 
 def _parsed(path: Path) -> bool:
@@ -50,6 +71,35 @@ def _parsed(path: Path) -> bool:
     from scaletrace.pipeline.ingest import parse_file
 
     return parse_file(str(path), None, DEFAULT_RULES, False).extracted is not None
+
+
+def _mixed_batch(mutated: list[bytes], root: Path, workers: int) -> None:
+    """Ingest the mutated files (a run each) with good runs; raise if the batch breaks a promise."""
+    from scaletrace.pipeline import ingest
+
+    for i, data in enumerate(mutated):
+        run = root / f"m{i:03d}"
+        run.mkdir()
+        (run / ("rank0.json.gz" if data[:2] == b"\x1f\x8b" else "rank0.json")).write_bytes(data)
+    for name in GOOD_RUNS:
+        shutil.copytree(FIXTURES / name, root / name)
+    db = root / "t.duckdb"
+    report = ingest([root], db=db, workers=workers)
+    bad = [o.line() for o in report.errors if "\n" in o.line() or not o.message]
+    assert not bad, bad
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = {r[0] for r in con.sql("SELECT DISTINCT run_id FROM traces").fetchall()}
+        logged = con.sql("SELECT count(DISTINCT path) FROM ingest_log WHERE path LIKE '%.json%'").fetchall()[0][0]
+        orphans = con.sql("SELECT count(*) FROM device_events WHERE trace_id NOT IN (SELECT trace_id FROM traces)")
+        assert orphans.fetchall()[0][0] == 0
+    finally:
+        con.close()
+    assert set(GOOD_RUNS) <= stored, f"{root}: good runs missing: {set(GOOD_RUNS) - stored}"
+    files = len(mutated) + sum(len([p for p in (FIXTURES / n).glob("*.json*") if p.name != "run.json"])
+                               for n in GOOD_RUNS)
+    assert logged == files, f"{root}: {logged} of {files} files in the ingest log"
+    shutil.rmtree(root)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""Which database files an ingest may write: a new or empty one, or one scaletrace made
+(README, "Robustness").
+
+An ingest into an unrelated DuckDB file used to add scaletrace's tables to it silently; one
+into a file whose tables have other columns, or into a damaged file, ended in a traceback.
+Every such case is now one DatabaseError line and leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import duckdb
+
+from scaletrace.pipeline import oneline, schema
+from scaletrace.pipeline.schema import DatabaseError
+
+MAX_NAMED = 6  # tables named in one error line
+
+
+def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None) -> duckdb.DuckDBPyConnection:
+    """``schema.open_for_write`` once ``db`` is known to be new, empty or scaletrace's; any
+    DuckDB error on the way (a truncated file, a full disk) is one DatabaseError line."""
+    try:
+        con = schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
+        try:
+            check_ours(con, db)
+        finally:
+            con.close()
+        return schema.open_for_write(db, wait_s, on_wait)
+    except duckdb.Error as exc:
+        raise DatabaseError(f"{db}: cannot be used as a scaletrace database ({oneline.message(exc)})") from None
+
+
+def check_ours(con, db) -> None:
+    """Refuse a database that holds tables but is not scaletrace's, or whose scaletrace tables
+    have columns scaletrace does not write (another tool's, or a damaged file)."""
+    tables = {name for (name,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND NOT temporary").fetchall()}
+    if not tables:
+        return
+    if "meta" not in tables or not con.execute(
+            "SELECT count(*) FROM meta WHERE key = 'schema_version'").fetchall()[0][0]:
+        named = ", ".join(sorted(tables)[:MAX_NAMED]) + (", ..." if len(tables) > MAX_NAMED else "")
+        raise DatabaseError(f"{db}: not a scaletrace database (it holds other tables: {named}); "
+                            "give a new file or one scaletrace wrote")
+    expected = expected_columns()
+    for table in sorted(tables & set(expected)):
+        have = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
+                           "current_database() AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
+                           [table]).fetchall()
+        foreign = [f"{name} {kind}" for name, kind in have if (name, kind) not in expected[table]]
+        if foreign:
+            raise DatabaseError(f"{db}: not a scaletrace database of this version: table {table} has columns "
+                                f"scaletrace does not write ({', '.join(foreign[:MAX_NAMED])})")
+
+
+@lru_cache(maxsize=1)
+def expected_columns() -> dict[str, set[tuple[str, str]]]:
+    """(column, type) of every table of pipeline/schema.sql (older files may lack the newest columns:
+    schema.sql adds them)."""
+    con = duckdb.connect()
+    try:
+        con.execute(schema.SCHEMA_SQL.read_text())
+        expected: dict[str, set[tuple[str, str]]] = {}
+        for table, name, kind in con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                                             "WHERE database_name = current_database() AND schema_name = 'main'"
+                                             ).fetchall():
+            expected.setdefault(table, set()).add((name, kind))
+        return expected
+    finally:
+        con.close()

@@ -1,0 +1,179 @@
+"""What one input may cost: size limits, reading only regular files, and number checks that
+stay cheap on hostile values (README, "Robustness").
+
+Every size an input claims is checked against what is actually there before anything is
+allocated or computed for it: a decompressed length against ``max_trace_bytes`` while it is
+decompressed, a numeral's exponent before ``int(Decimal)`` (quadratic in the digits), a
+ProfilerStep number's digit count before ``int()``, a world size against the ranks present.
+Nothing here imports the rest of the pipeline, so every module may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zlib
+from decimal import Decimal
+
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+MIB = 1 << 20
+
+# Side files (step and power logs) and run.json are small: a day of 10 Hz power samples is
+# ~35 MB, a million steps of step log ~100 MB.
+MAX_SIDE_FILE_BYTES = 128 * MIB
+MAX_MANIFEST_BYTES = 16 * MIB
+GZIP_CHUNK = 16 * MIB  # decompressed bytes produced per step while checking the limit
+
+
+class LimitError(ValueError):
+    """An input beyond what it may cost, not a regular file, or a number that is not finite."""
+
+
+def physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_max_trace_bytes() -> int:
+    """A sixteenth of the machine's memory (at least 256 MiB): parsing takes up to ~7 × the
+    decompressed JSON (README, "Robustness", measured), so a trace at the limit needs at most
+    ~0.45 of the memory in its worker."""
+    memory = physical_memory_bytes() or 8 * 1024 * MIB
+    return max(256 * MIB, memory // 16)
+
+
+SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)i?[bB]?\s*$")
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``"3G"``, ``"500M"``, ``"1.5GiB"``, ``"100000"`` -> bytes (binary units)."""
+    match = SIZE_RE.match(str(text))
+    if not match:
+        raise ValueError(f"not a size: {text!r} (give bytes or a number with K, M, G or T)")
+    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).lower()])
+
+
+def size_text(nbytes: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor:
+            return f"{nbytes / factor:.3g} {unit}"
+    return f"{nbytes} bytes"
+
+
+def read_regular(path: str | os.PathLike, max_bytes: int, limit_name: str = "the size limit") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``.
+
+    Opened without blocking (a FIFO would otherwise wait for a writer for ever) and checked
+    with fstat on the open file (no race with a rename): a FIFO, a device such as /dev/zero, a
+    socket or a directory is a LimitError, as is a file larger than ``max_bytes``; OSError as
+    ``open`` raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise LimitError(f"not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            raise LimitError(f"{size_text(info.st_size)}, over {limit_name} of {size_text(max_bytes)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        data = handle.readall()  # one buffer of the fstat size, grown only if the file grew
+    if len(data) > max_bytes:
+        raise LimitError(f"over {limit_name} of {size_text(max_bytes)} (the file grew while read)")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def gunzip(raw: bytes, max_bytes: int, limit_name: str = "the size limit") -> bytes:
+    """Decompress gzip data (all members), refusing as soon as the output passes ``max_bytes``:
+    a small .gz of whitespace would otherwise fill the machine's memory.  Raises LimitError
+    past the limit, EOFError when truncated, zlib.error when corrupt."""
+    pieces: list[bytes] = []
+    total = 0
+    rest = memoryview(raw)
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        data = rest
+        while True:
+            piece = inflater.decompress(data, GZIP_CHUNK)
+            total += len(piece)
+            if total > max_bytes:
+                raise LimitError(f"decompresses to more than {limit_name} of {size_text(max_bytes)}")
+            pieces.append(piece)
+            data = inflater.unconsumed_tail
+            if inflater.eof or not (data or piece):
+                break
+        if not inflater.eof:
+            raise EOFError("compressed data ended before the end-of-stream marker")
+        rest = inflater.unused_data
+        if not rest or not rest.strip(b"\x00"):  # gzip allows zero padding after the last member
+            return b"".join(pieces)
+        if rest[:2] != b"\x1f\x8b":
+            raise zlib.error("trailing data after the gzip stream is not gzip")
+
+
+_NON_BLANK = re.compile(rb"[^ \t\r\n]")
+
+
+def blank(data: bytes) -> bool:
+    """Only JSON whitespace (without copying the data, as ``data.strip()`` would)."""
+    return _NON_BLANK.search(data) is None
+
+
+# ns values beyond int64 whatever their digits: |µs| ≥ 1e17 is ≥ 1e20 ns.
+_MAX_ADJUSTED_US = 16
+BEYOND_INT64 = INT64_MAX + 1
+
+
+def ns_from_us(us: Decimal) -> int:
+    """µs (a Decimal, every digit kept) as int ns, truncated like ``int()``.
+
+    The exponent is checked first: ``int(Decimal("1e999990"))`` takes tens of seconds (and
+    ``1e999999`` overflows the context), so a value beyond 64-bit ns comes back as
+    ±BEYOND_INT64 for the caller's range check, at once.  NaN, sNaN and Infinity (msgspec
+    accepts them as strings) raise LimitError."""
+    if not us.is_finite():
+        raise LimitError(f"{us} is not a finite number")
+    if us.adjusted() > _MAX_ADJUSTED_US:
+        return -BEYOND_INT64 if us.is_signed() else BEYOND_INT64
+    return int(us.scaleb(3))
+
+
+def int_from_digits(digits: str, what: str) -> int:
+    """``int(digits)`` for a run of ASCII digits, refusing more than 64 bits before converting
+    (Python refuses more than 4,300 digits with a ValueError, and is quadratic below that)."""
+    significant = digits.lstrip("0")
+    if len(significant) > 19 or (significant and int(significant) > INT64_MAX):
+        shown = digits if len(digits) <= 40 else f"of {len(digits):,} digits"
+        raise LimitError(f"{what} {shown} is beyond 64 bits")
+    return int(significant or "0")
+
+
+def missing_ranks(present: list[int], world_size: int, shown: int = 8) -> tuple[int, list[int]]:
+    """(how many of ranks 0..world_size-1 are not in ``present``, the first ``shown`` of them),
+    in time and memory proportional to ``present``, not to the world size a file claims."""
+    inside = sorted({r for r in present if 0 <= r < world_size})
+    first: list[int] = []
+    expected = 0
+    for rank in inside + [world_size]:
+        while expected < rank and len(first) < shown:
+            first.append(expected)
+            expected += 1
+        if len(first) >= shown:
+            break
+        expected = rank + 1
+    return world_size - len(inside), first

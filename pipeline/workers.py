@@ -1,0 +1,191 @@
+"""The parse process pool: results in task order, one file per failure, workers that never
+outlive the ingest (README, "Robustness").
+
+* An exception in a worker is that job's failure (its type in the line), never the ingest's.
+* A worker that dies (the kernel's out-of-memory killer, a SIGKILL, a crash in C code) breaks
+  a ``ProcessPoolExecutor`` and every job in flight with it.  The unfinished jobs are then run
+  again one at a time in a fresh process: the one whose process dies again is that file's
+  error; the others come back as usual, and a new pool takes the rest.
+* Workers die with the ingest process (``PR_SET_PDEATHSIG`` on Linux, else a thread that
+  watches the parent), ignore Ctrl-C (the parent handles it and stops them), and are the
+  out-of-memory killer's first choice, so that memory pressure costs a file, not the ingest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Iterable, Iterator
+
+from scaletrace.pipeline.oneline import describe
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_PENDING = object()
+
+
+def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable[[str], object],
+             **kwargs) -> Iterator:
+    """``fn(*job, **kwargs)`` for every job, yielded in job order, with at most ``workers + 1``
+    results held at once; a job that raises or whose process dies yields ``failed(reason)``."""
+    if workers <= 1:
+        for job in jobs:
+            yield _call(fn, job, kwargs, failed)
+        return
+    pool = None
+    pending: deque[tuple[tuple, Future]] = deque()
+    queue = iter(jobs)
+    finished = False
+    try:
+        while True:
+            for job in queue:
+                pool = pool or _new_pool(workers)
+                pending.append((job, _submit(pool, fn, job, kwargs)))
+                if len(pending) > workers:
+                    break
+            if not pending:
+                finished = True
+                return
+            job, future = pending.popleft()
+            result = _outcome(future, failed)
+            if result is not _PENDING:
+                yield result
+                continue
+            # A worker died: the pool and every job still in it are lost.
+            again = [(job, future)] + list(pending)
+            pending.clear()
+            _discard(pool, kill=True)
+            pool = None
+            for job, future in again:
+                result = _outcome(future, failed)
+                yield _alone(fn, job, kwargs, failed) if result is _PENDING else result
+    finally:
+        if pool is not None:
+            _discard(pool, kill=not finished)
+
+
+def _submit(pool: ProcessPoolExecutor, fn, job, kwargs) -> Future:
+    try:
+        return pool.submit(fn, *job, **kwargs)
+    except BrokenProcessPool as exc:  # a worker died since the last result: settled like the others
+        future: Future = Future()
+        future.set_exception(exc)
+        return future
+
+
+def _call(fn, job, kwargs, failed):
+    try:
+        return fn(*job, **kwargs)
+    except Exception as exc:  # the backstop: one file's failure, with the exception's type
+        return failed(f"could not be parsed ({describe(exc)})")
+
+
+def _outcome(future: Future, failed):
+    """The job's result, ``failed(...)`` when it raised, or _PENDING when its process died."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return _PENDING
+    except Exception as exc:
+        return failed(f"could not be parsed ({describe(exc)})")
+
+
+def _alone(fn, job, kwargs, failed):
+    """Run one job in a process of its own; if that process dies too, the job is the cause."""
+    pool = _new_pool(1)
+    try:
+        future = pool.submit(fn, *job, **kwargs)
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        result = _outcome(future, failed)
+        if result is not _PENDING:
+            return result
+        return failed(f"the parse process died ({_death(_exit_code(processes))}); "
+                      "the other files were parsed again")
+    finally:
+        _discard(pool, kill=True)
+
+
+def _exit_code(processes, wait_s: float = 5.0) -> int | None:
+    """The dead worker's exit code.  The pool's own thread reaps it too: a join that loses that
+    race sees no code, which the other thread records a moment later."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for process in processes:
+            process.join(0.1)
+        codes = [p.exitcode for p in processes if p.exitcode]
+        if codes or time.monotonic() > deadline:
+            return codes[0] if codes else None
+        time.sleep(0.05)
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "cause unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = ": out of memory?" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit status {code}"
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    # fork: no __main__ re-import.  A replacement pool is forked while the DuckDB connection is
+    # open; the workers never touch it.
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_init_worker, initargs=(os.getpid(),))
+
+
+def _discard(pool: ProcessPoolExecutor, kill: bool) -> None:
+    """Shut a pool down; ``kill``: stop its workers now instead of letting them finish a file."""
+    if kill:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                process.kill()
+            except (OSError, AttributeError, ValueError):
+                pass
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _init_worker(parent_pid: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
+    _die_with_parent(parent_pid)
+    _prefer_oom_kill()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:  # the parent died before prctl took effect
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def _prefer_oom_kill() -> None:
+    """Make this worker the out-of-memory killer's first choice (Linux; raising it needs no
+    privilege): under memory pressure a parse dies, and costs one file, not the ingest."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
