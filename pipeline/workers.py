@@ -146,12 +146,26 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _discard(pool: ProcessPoolExecutor, kill: bool) -> None:
-    """Shut a pool down; ``kill``: stop its workers now instead of letting them finish a file."""
+    """Shut a pool down; ``kill``: stop its workers now instead of letting them finish a file.
+
+    A worker killed while it sends a result leaves the pool's thread waiting for the rest of
+    the message for ever (the parent holds the pipe's write end too, so no end of file comes),
+    and shutdown, or the interpreter's exit, waits for that thread: once the workers are dead,
+    the parent's write end is closed, and the thread sees the end of the pipe."""
     if kill:
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
             try:
                 process.kill()
             except (OSError, AttributeError, ValueError):
+                pass
+        for process in processes:
+            process.join(5)
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None and not any(p.is_alive() for p in processes):
+            try:
+                writer.close()
+            except OSError:
                 pass
     pool.shutdown(wait=True, cancel_futures=True)
 

@@ -185,7 +185,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
             time.sleep(delay)
         workers = children(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # a hang: leave nothing behind
+            raise
         assert proc.returncode == 130, (delay, proc.returncode, err)
         match = re.fullmatch(r"interrupted; (\d+) files? stored, re-run to finish\n", err)
         assert match, (delay, err)
