@@ -162,11 +162,12 @@ def load_points(db: Database, workload: str | None = None) -> list[tuple[str, st
     summary = db.query("run_summary").filter(pl.col("step_time_ns").is_not_null())
     # a run without a workload label is a sweep of its own (one GPU count: not identifiable, said so)
     summary = summary.with_columns(workload=pl.col("workload").fill_null(pl.col("run_id") + " (no workload)"))
+    topology = db.query("run_topology")
     if workload is not None:
-        if workload not in db.sql("SELECT DISTINCT workload FROM runs")["workload"].to_list():
+        if workload not in topology["workload"].to_list():
             raise ProjectionError(f"no workload {workload!r} in {db.path}")
         summary = summary.filter(pl.col("workload") == workload)
-    extra = db.sql("SELECT run_id, gpus_per_node, manifest->'labels'->>'layout' AS strategy FROM runs")
+    extra = topology.select("run_id", "gpus_per_node", "strategy")
     steps = db.query("rank_step_breakdown")
     fits = db.query("run_collective_fit")
     waits = db.query("rank_wait")
