@@ -31,15 +31,19 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def backend() -> str | None:
+    """The default process group's backend ("nccl", "gloo", ...), None when there is none."""
+    import torch.distributed as dist
+
+    return str(dist.get_backend()) if dist.is_available() and dist.is_initialized() else None
+
+
 def device_facts() -> dict:
     """Device name, backend and versions; CUDA/ROCm when present, else the CPU."""
     import torch
-    import torch.distributed as dist
 
-    facts = {"torch": torch.__version__, "backend": None, "nccl": None,
+    facts = {"torch": torch.__version__, "backend": backend(), "nccl": None,
              "on_cpu": not torch.cuda.is_available()}
-    if dist.is_available() and dist.is_initialized():
-        facts["backend"] = str(dist.get_backend())
     if torch.cuda.is_available():
         facts["device"] = torch.cuda.get_device_name(torch.cuda.current_device())
         try:

@@ -44,6 +44,7 @@ class Session:
         self._closed = False
         self._step_start_ns = time.time_ns()
         self.rank, self.world, self.local_world = 0, 1, 1
+        self._backend: str | None = None  # read at start: a job may destroy its process group before close
 
     # -- the public surface -------------------------------------------------
     def __enter__(self) -> "Session":
@@ -102,6 +103,7 @@ class Session:
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.rank, self.world, self.local_world = environment.rank_and_world()
+        self._backend = environment.backend()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         probe = self.out_dir / f".write-test-{self.rank}"
         probe.write_text("")  # fail now, not after the active window, on a read-only dir
@@ -170,6 +172,8 @@ class Session:
             num_nodes=max(1, self.world // max(1, self.local_world)), gpus_per_node=self.local_world,
             cpu_cores=environment.cpu_cores(), num_params=num_params, device_name=facts["device"],
             peak_flops=peak, peak_flops_source=source)
+        facts["backend"] = facts["backend"] or self._backend  # (run.json is written at close, maybe after
+        # destroy_process_group: the zero-code collector closes at exit)
         software = {k: None if facts[k] is None else str(facts[k]) for k in ("torch", "nccl", "backend")}
         manifest = Manifest.from_columns(
             columns, software=software, hosts=[environment.host()], labels=r.labels, power=self._power_status(),

@@ -121,6 +121,8 @@ def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
     assert len(steps) == 5  # the session starts at the end of optimizer step 0
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["workload"] == "plain" and manifest["tokens_per_step"] == 32
+    # run.json is written at exit, after the script's destroy_process_group: the backend read at start
+    assert manifest["software"]["backend"] == "gloo"
     db = tmp_path / "t.duckdb"
     assert not ingest([out], db=db, workers=1).errors
     assert query(db, "rank_breakdown")["comm_ns"].min() > 0
