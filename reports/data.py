@@ -105,12 +105,13 @@ def _why(db: Database, wanted: list[str], best: pl.DataFrame) -> dict:
     from scaletrace.reports import efficiency, explain
 
     expl = explain.for_runs(explain.explain(db, extras=False), wanted)
-    more = explain.extra_sentences(db, best=best)
+    idle = efficiency.idle_per_step(db.query("idle_breakdown"), best)
+    compute = efficiency.efficiency_per_run(db.query("compute_efficiency"), db.query("op_efficiency"), best)
+    # what the EXTRA_SENTENCES hooks say (idle_hook, compute_hook), from the tables just read: the
+    # hooks would run the same three queries again
+    more = efficiency.idle_sentences(idle) + efficiency.compute_sentences(compute)
     return {"attribution": expl.attribution, "attribution_by_group": expl.by_group, "growth": expl.growth,
-            "gpu_time_parts": _filter(explain.run_parts(db), wanted),
-            "idle_parts": efficiency.idle_per_step(db.query("idle_breakdown"), best),
-            "compute_parts": efficiency.efficiency_per_run(db.query("compute_efficiency"),
-                                                           db.query("op_efficiency"), best),
+            "gpu_time_parts": _filter(explain.run_parts(db), wanted), "idle_parts": idle, "compute_parts": compute,
             "why": expl.sentences + more, "why_more": more}
 
 

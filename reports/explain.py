@@ -32,6 +32,8 @@ PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "exposed
          "other": "other (sync, unclassified)", "idle": "idle"}
 TOP_FAMILIES = 3  # kernel families named per GPU-count step
 # More sentences for `explain`, the report section and its findings: host-bound idle, compute efficiency.
+# (reports/data.py `_why` builds the same sentences from the tables it has already read: a new hook
+# goes there too.)
 EXTRA_SENTENCES: list[Callable[[Database, str | None, pl.DataFrame | None], list[str]]] = [idle_hook, compute_hook]
 
 
