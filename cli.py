@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 import duckdb
@@ -18,6 +19,8 @@ from scaletrace.pipeline import limits, oneline
 from scaletrace.pipeline.db import connect
 from scaletrace.pipeline.ingest import ingest as run_ingest
 from scaletrace.pipeline.interrupt import CtrlC
+from scaletrace.pipeline.dataset import DatasetError
+from scaletrace.pipeline.engines import EngineError
 from scaletrace.pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -72,8 +75,16 @@ def main() -> None:
 @click.option("--max-trace-size", default=None, metavar="SIZE",
               help="Refuse a trace file larger than this, or whose JSON decompresses to more (e.g. 2G, 500M; "
                    "default: a sixteenth of this machine's memory).")
+@click.option("--parquet", "parquet", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="Write a Parquet dataset DIR (hive layout, one part per trace and table) instead of a DuckDB "
+                   "file; every reading command takes DIR as --db.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where --parquet tasks run: this machine's processes, or a Ray cluster.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="Ray cluster to join (default: $RAY_ADDRESS, else a local cluster for this command).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
-def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> None:
+@click.pass_context
+def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, quiet) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -83,10 +94,17 @@ def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> Non
     prints one line `PATH: reason`; the others still ingest; exit status 1.
     Ctrl-C stops at once (exit status 130); re-running finishes the work.
 
+    With --parquet DIR, each file is parsed by a task that writes its rows as
+    Parquet parts into DIR (the layout of `scaletrace export --parquet`); tasks
+    run in local processes, or with --engine ray on every node of a Ray cluster
+    (trace paths and DIR must then be on a filesystem every node mounts).
+
     \b
     Example:
       scaletrace ingest ../shared/traces --db traces.duckdb
       scaletrace ingest run-64gpu/rank0.json.gz run-64gpu/rank1.json.gz -q
+      scaletrace ingest /shared/runs --parquet /shared/runs.pq --engine ray --ray-address head:6379
+      scaletrace query run_summary --db /shared/runs.pq
     """
     try:
         rule_table = load_rules(rules) if rules else DEFAULT_RULES
@@ -96,13 +114,21 @@ def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> Non
         max_trace_bytes = limits.parse_size(max_trace_size) if max_trace_size else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-trace-size") from None
+    if parquet and ctx.get_parameter_source("db") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("give --db (a DuckDB file) or --parquet DIR (a Parquet dataset), not both")
+    if engine == "ray" and not parquet:
+        raise click.UsageError("--engine ray writes a Parquet dataset: give --parquet DIR")
+    target = parquet or db
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
     ctrl_c = CtrlC()
-    progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=stderr, disable=quiet, transient=True)
+    progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                        TimeElapsedColumn(), console=stderr, disable=quiet, transient=True)
+    started, json_bytes = time.monotonic(), 0
 
     def on_outcome(outcome) -> None:
+        nonlocal json_bytes
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        json_bytes += outcome.json_bytes
         ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
             line = outcome.line()
@@ -116,27 +142,40 @@ def ingest(paths, db, keep_python, rules, workers, max_trace_size, quiet) -> Non
             return
         say(line, progress.console)
 
-    task = progress.add_task("ingest", total=None)
+    task = progress.add_task("ingest", total=None, rate="")
+
+    def on_progress(done: int, total: int) -> None:
+        rate = json_bytes / 1e6 / max(time.monotonic() - started, 1e-3)
+        failed = f", {counts['error']} failed" if counts["error"] else ""
+        progress.update(task, completed=done, total=total, rate=f"{rate:,.0f} MB/s{failed}")
+
+    options = dict(rules=rule_table, keep_python=keep_python, on_outcome=on_outcome, on_progress=on_progress,
+                   on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes)
     try:
         with ctrl_c, progress:
-            report = run_ingest(paths, db, rules=rule_table, keep_python=keep_python, workers=workers,
-                                on_outcome=on_outcome,
-                                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-                                on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes)
+            if parquet:
+                from scaletrace.pipeline.dataset import ingest_parquet
+
+                report = ingest_parquet(paths, parquet, engine=engine, ray_address=ray_address, workers=workers,
+                                        **options)
+            else:
+                report = run_ingest(paths, db, workers=workers, **options)
     except (KeyboardInterrupt, Exception) as exc:
         # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
         if isinstance(exc, KeyboardInterrupt) or ctrl_c.hit:
             say(f"interrupted; {_plural(counts['ok'], 'file')} stored, re-run to finish")
             sys.exit(130)
-        if isinstance(exc, DatabaseError):
+        if isinstance(exc, (DatabaseError, DatasetError, EngineError)):
             fail(str(exc))
         if isinstance(exc, duckdb.Error):  # the backstop: a database error is one line, never a traceback
-            fail(f"{db}: {oneline.message(exc)}")
+            fail(f"{target}: {oneline.message(exc)}")
         raise
     if not quiet:
-        say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {db}")
+        rate = json_bytes / 1e6 / max(time.monotonic() - started, 1e-3)
+        say(f"{counts['ok']} ingested, {counts['unchanged']} unchanged, {counts['error']} failed -> {target}"
+            + (f" ({json_bytes / 1e6:,.1f} MB of JSON at {rate:,.1f} MB/s)" if json_bytes else ""))
     if not counts["ok"] and not counts["unchanged"]:
-        _say_if_empty(db)
+        _say_if_empty(target)
     sys.exit(1 if report.errors else 0)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace.pipeline.schema import TABLES, DatabaseError, connect_waiting, register_definitions
+from scaletrace.pipeline.schema import PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting, register_definitions
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),
@@ -47,20 +47,41 @@ def export_parquet(db: str | Path, out: str | Path) -> dict[str, int]:
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with a view per exported table, plus the package's macros and reference tables."""
+    """An in-memory DuckDB with a view per table over an export or an ingest dataset
+    (pipeline/dataset.py), plus the package's macros and reference tables.
+
+    Each view has the schema's columns, in its order and of its types (hive partition values come
+    back as text).  The per-trace tables keep only rows whose trace has a record in ``traces``: a
+    dataset's parts being written, or left by a task that died, are not read.  A table with no
+    files is the schema's empty table."""
     directory = Path(directory)
     if not (directory / "meta.parquet").is_file():
-        raise DatabaseError(f"{directory}: not a scaletrace Parquet export (no meta.parquet); "
-                            f"make one with `scaletrace export --parquet {directory}`")
+        raise DatabaseError(f"{directory}: not a scaletrace Parquet export or dataset (no meta.parquet); "
+                            f"make one with `scaletrace export --parquet {directory}` or "
+                            f"`scaletrace ingest PATH --parquet {directory}`")
     con = duckdb.connect()
+    con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
     for table in TABLES:
-        single, parted = directory / f"{table}.parquet", directory / table
-        if single.is_file():
-            source = f"read_parquet({_quote(single)})"
-        elif parted.is_dir():
-            source = f"read_parquet({_quote(parted / '**' / '*.parquet')}, hive_partitioning = true)"
-        else:
-            raise DatabaseError(f"{directory}: table {table} missing from the export")
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}")
+        source = _source(directory, table)
+        if source is None:
+            continue
+        columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                              "ORDER BY column_index", [table]).fetchall()
+        select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' for name, typ in columns)
+        where = " WHERE trace_id IN (SELECT trace_id FROM traces)" if table in PER_TRACE_TABLES else ""
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {source}{where}")
     register_definitions(con, directory)
     return con
+
+
+def _source(directory: Path, table: str) -> str | None:
+    """The read_parquet of a table: one file (an export), a folder of parts, or None (no rows)."""
+    single, parted = directory / f"{table}.parquet", directory / table
+    if single.is_file():
+        return f"read_parquet({_quote(single)})"
+    if not parted.is_dir() or not any(parted.rglob("*.parquet")):
+        return None
+    keys = PARTITIONED.get(table, ())
+    hive = f", hive_partitioning = true, hive_types = {{{', '.join(f'{k!r}: VARCHAR' for k in keys)}}}" if keys else ""
+    return f"read_parquet({_quote(parted / '**' / '*.parquet')}{hive}, union_by_name = true)"

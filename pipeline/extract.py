@@ -22,6 +22,7 @@ from scaletrace.pipeline import collectives as coll
 from scaletrace.pipeline import intervals, limits, oneline
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
+from scaletrace.pipeline.schema import PER_TRACE_TABLES
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
                                             FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PROFILER_CAT, PYTHON_CAT,
                                             RUNTIME_CATS, STEP_NAME, STEP_RE)
@@ -58,8 +59,7 @@ class Extracted:
     interval_unions: pa.Table  # per window and set of kinds (pipeline/intervals.py)
     compute_islands: pa.Table  # merged compute intervals of the whole trace
 
-    TABLES: ClassVar[tuple[str, ...]] = ("device_events", "cpu_events", "steps", "collectives",
-                                         "interval_unions", "compute_islands")
+    TABLES: ClassVar[tuple[str, ...]] = PER_TRACE_TABLES
 
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in self.TABLES}

@@ -42,6 +42,8 @@ class Outcome:
     run_id: str | None = None
     rank: int | None = None
     warning: str | None = None  # worth a line even though the file ingested
+    json_bytes: int = 0  # uncompressed JSON of a stored file (progress: MB/s)
+    node: str | None = None  # the Ray node that parsed the file (--engine ray)
 
     def line(self) -> str:
         return f"{self.path}: {self.message}"
@@ -324,24 +326,62 @@ def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
     yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))
 
 
-def _resolve_rank(path: Path, run: RunDir, meta: TraceMeta, con) -> tuple[int, str]:
+def _resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta: TraceMeta,
+                  others: Callable[[], int]) -> tuple[int, str]:
+    """The trace's rank and where it came from; ``ranks`` is run.json's map, ``nfiles`` the run's
+    trace files in this ingest, ``others()`` the traces already stored for the run under other paths."""
     if meta.rank is not None:
         return meta.rank, "distributed_info"
-    if run.manifest.ranks and path.name in run.manifest.ranks:
-        return run.manifest.ranks[path.name], "manifest"
+    if ranks and path.name in ranks:
+        return ranks[path.name], "manifest"
     rank = rank_from_filename(path)
     if rank is not None:
         return rank, "file_name"
-    others = con.execute(
-        "SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?", [run.run_id, str(path)]
-    ).fetchall()[0][0]
-    if len(run.files) == 1 and others == 0:
+    stored = others()
+    if nfiles == 1 and stored == 0:
         return 0, "single_trace"
     raise TraceError(
-        f"no rank in distributedInfo, run.json or the file name, and run '{run.run_id}' has "
-        f"{max(len(run.files), others + 1)} traces: name the files rank<N>.json(.gz) or add "
+        f"no rank in distributedInfo, run.json or the file name, and run '{run_id}' has "
+        f"{max(nfiles, stored + 1)} traces: name the files rank<N>.json(.gz) or add "
         f'"ranks": {{"{path.name}": N}} to {MANIFEST_NAME}'
     )
+
+
+def stored_others(con, run_id: str, path: Path) -> int:
+    """Traces stored for ``run_id`` under another path than ``path``."""
+    return con.execute("SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?",
+                       [run_id, str(path)]).fetchall()[0][0]
+
+
+def check_clash(con, run_id: str, rank: int, path: Path) -> None:
+    """TraceError when another file of the run is stored with the same rank."""
+    clash = con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? LIMIT 1",
+                        [run_id, rank, str(path)]).fetchall()
+    if clash:
+        raise TraceError(f"duplicate rank {rank} in run '{run_id}': also in {clash[0][0]}")
+
+
+def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: ParsedFile) -> store.TraceRow:
+    meta = parsed.extracted.meta
+    return store.TraceRow(
+        path=str(path), run_id=run_id, rank=rank, rank_source=rank_source, sha256=parsed.sha256,
+        bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
+        pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
+        nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
+        trace_mode=meta.trace_mode)
+
+
+def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:
+    """The ``ok`` line of a stored trace, with what is worth a note."""
+    warning = None
+    if trace.rank_source == "single_trace":
+        warning = "no rank in the trace or its name; a run of one trace is rank 0"
+    if zero_duration_events:
+        warning = "; ".join(filter(None, [warning, f"{zero_duration_events} device events of zero duration "
+                                          "kept (they add no time)"]))
+    message = f"ingested as run '{trace.run_id}' rank {trace.rank}"
+    return Outcome(trace.path, "ok", message + (f" ({warning})" if warning else ""), trace.run_id, trace.rank,
+                   warning, trace.json_bytes)
 
 
 def _write(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
@@ -350,35 +390,18 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
     extracted = parsed.extracted
     if extracted is None:
         return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
-    meta = extracted.meta
     try:
-        rank, rank_source = _resolve_rank(path, run, meta, con)
-        clash = con.execute(
-            "SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? LIMIT 1",
-            [run.run_id, rank, str(path)],
-        ).fetchall()
-        if clash:
-            raise TraceError(f"duplicate rank {rank} in run '{run.run_id}': also in {clash[0][0]}")
+        rank, rank_source = _resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
+                                          lambda: stored_others(con, run.run_id, path))
+        check_clash(con, run.run_id, rank, path)
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
-    trace = store.TraceRow(
-        path=str(path), run_id=run.run_id, rank=rank, rank_source=rank_source, sha256=parsed.sha256,
-        bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
-        pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
-        nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
-        trace_mode=meta.trace_mode)
+    trace = trace_row(path, run.run_id, rank, rank_source, parsed)
     try:
         store.replace_trace(con, trace, run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw), extracted)
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
         return Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)  # COMMIT's, not ROLLBACK's
-    message = f"ingested as run '{run.run_id}' rank {rank}"
-    warning = None
-    if rank_source == "single_trace":
-        warning = "no rank in the trace or its name; a run of one trace is rank 0"
-    zero = meta.zero_duration_events
-    if zero:
-        warning = "; ".join(filter(None, [warning, f"{zero} device events of zero duration kept (they add no time)"]))
-    return Outcome(str(path), "ok", message + (f" ({warning})" if warning else ""), run.run_id, rank, warning)
+    return stored_outcome(trace, extracted.meta.zero_duration_events)
 
 
 def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile) -> Outcome:
@@ -405,6 +428,6 @@ CANNOT_WRITE = ("Could not write file", "No space left on device", "database has
 
 def _log(con, outcome: Outcome) -> None:
     con.execute(
-        "INSERT INTO ingest_log VALUES (now(), ?, ?, ?, ?)",
-        [outcome.path, outcome.run_id, outcome.status, outcome.message],
+        "INSERT INTO ingest_log (logged_at, path, run_id, status, message, node) VALUES (now(), ?, ?, ?, ?, ?)",
+        [outcome.path, outcome.run_id, outcome.status, outcome.message, outcome.node],
     )

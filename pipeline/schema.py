@@ -15,6 +15,8 @@ SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 SCHEMA_VERSION = "1"
 # Every table, in DDL order (read from schema.sql: the one list; export and tests use it).
 TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
+# The tables whose rows come from one trace file each (keyed by trace_id; pipeline/extract.py builds them).
+PER_TRACE_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
 
 
 class DatabaseError(RuntimeError):

@@ -179,3 +179,4 @@ CREATE TABLE IF NOT EXISTS ingest_log (
     status    VARCHAR,
     message   VARCHAR
 );
+ALTER TABLE ingest_log ADD COLUMN IF NOT EXISTS node VARCHAR;

@@ -35,9 +35,10 @@ class TraceRow:
 _TRACE_COLUMNS = ", ".join(f.name for f in fields(TraceRow))
 
 
-def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted) -> int:
+def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted | None, trace_id: int | None = None) -> int:
     """Replace the rows of ``trace.path`` with ``ex`` atomically (and upsert ``run``, a ``runs`` row
-    from ``manifest.run_row``); returns the new trace_id."""
+    from ``manifest.run_row``); returns the new trace_id (``trace_id``, else the next of the
+    sequence).  ``ex`` None: only the trace's record (a Parquet dataset's tasks wrote its rows)."""
     con.execute("BEGIN")
     try:
         old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [trace.path]).fetchall()
@@ -45,7 +46,8 @@ def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted) -> int:
             for table in Extracted.TABLES:
                 con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0][0]])
             con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0][0]])
-        trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchall()[0][0]
+        if trace_id is None:
+            trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchall()[0][0]
         con.execute(
             f"INSERT OR REPLACE INTO runs ({', '.join(run)}, updated_at) VALUES ({', '.join('?' * len(run))}, now())",
             list(run.values()),
@@ -56,7 +58,7 @@ def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted) -> int:
             f"VALUES (?, {', '.join('?' * len(values))}, 'ok', now())",
             [trace_id, *values],
         )
-        for table, arrow in ex.tables().items():
+        for table, arrow in (ex.tables() if ex else {}).items():
             con.register("_incoming", arrow)
             con.execute(f"INSERT INTO {table} SELECT ?, ?, ?, * FROM _incoming", [trace_id, trace.run_id, trace.rank])
             con.unregister("_incoming")

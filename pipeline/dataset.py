@@ -1,0 +1,407 @@
+"""Ingest into a Parquet dataset (``scaletrace ingest --parquet DIR``), trace by trace, in worker
+processes on this machine or in Ray tasks on a cluster (``pipeline/engines.py``).
+
+The layout is the hive layout of ``scaletrace export --parquet`` (``pipeline/export.py``), so
+every reading command opens either with ``--db DIR``::
+
+    DIR/meta.parquet                                     schema version
+    DIR/traces/<path key>.parquet                        one row per trace: its commit record
+    DIR/runs/<run key>.parquet                           one row per run
+    DIR/device_events/run_id=R/rank=K/<trace_id>.parquet cpu_events and collectives alike
+    DIR/steps/run_id=R/<trace_id>.parquet                interval_unions, compute_islands alike
+    DIR/step_log/run_id=R/data.parquet                   power_samples alike; side_files/<run key>.parquet
+    DIR/ingest_log/<started>-<pid>.parquet               one per ingest command
+
+Every file is written under a temporary name and renamed: whole or absent.  A task writes its
+trace's parts; then the driver writes the trace's record in ``traces/`` (the commit).  A
+``trace_id`` is a hash of (path, sha256, run id, rank), and readers keep only the parts whose
+trace_id has a record: the parts of a trace being written, of a task whose node died, or of the
+version a changed file replaced are never read, and the end of the next ingest deletes them.
+
+The driver keeps the small tables (runs, traces, side files, this command's ingest log) in an
+in-memory DuckDB loaded from DIR, so that run.json edits, side files, rank checks and the log
+follow exactly the code of the DuckDB ingest (``pipeline/ingest.py``, ``pipeline/runsync.py``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+from urllib.parse import quote
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from scaletrace.pipeline import runsync, schema, store
+from scaletrace.pipeline.classify import DEFAULT_RULES, Rule
+from scaletrace.pipeline.decode import TraceError
+from scaletrace.pipeline.export import PARTITIONED
+from scaletrace.pipeline.extract import Extracted
+from scaletrace.pipeline.ingest import (IngestReport, Outcome, _ingest_side_files, _log, _missing_ranks, _read_runs,
+                                        _resolve_rank, check_clash, discover, parse_file, stored_others, stored_outcome,
+                                        trace_row)
+from scaletrace.pipeline.manifest import run_row
+
+TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
+STATE_TABLES = ("runs", "traces", "side_files", "step_log", "power_samples")  # written by the driver
+LOG_EVERY_S = 5.0  # the ingest log reaches DIR at least this often
+
+
+class DatasetError(RuntimeError):
+    """A directory that cannot be used as a scaletrace Parquet dataset."""
+
+
+@dataclass(frozen=True)
+class TraceTask:
+    """What one task needs: small, so that 100,000 of them cost little to send."""
+
+    path: str
+    run_id: str
+    ranks: dict | None  # run.json's "ranks"
+    nfiles: int  # the run's trace files in this ingest
+    others: int  # traces already stored for the run under other paths
+    known_sha: str | None  # skip the file when its sha256 is this
+    out: str  # the dataset directory
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+    keep_python: bool = False
+    max_trace_bytes: int | None = None
+    on_cluster: bool = False
+
+
+@dataclass
+class TaskResult:
+    """What a task sends back: the trace's record, never its rows (those are in DIR already)."""
+
+    trace: store.TraceRow | None = None  # None: unchanged, or failed (``error``)
+    trace_id: int | None = None
+    zero_duration_events: int = 0
+    error: str | None = None
+    node: str | None = None
+
+
+def trace_id(trace: store.TraceRow) -> int:
+    """A positive 63-bit id from what makes a trace's rows: its file, content, run and rank."""
+    key = f"{trace.path}\0{trace.sha256}\0{trace.run_id}\0{trace.rank}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") >> 1
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _part(value) -> str:
+    """A hive partition value as DuckDB writes and reads it (percent-encoded)."""
+    return quote(str(value), safe="")
+
+
+def write_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` whole or not at all (a temporary name, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def part_path(out: Path, table: str, run_id: str, rank: int, tid: int) -> Path:
+    keys = PARTITIONED[table]
+    folder = out / table / f"run_id={_part(run_id)}"
+    if "rank" in keys:
+        folder = folder / f"rank={_part(rank)}"
+    return folder / f"{tid}.parquet"
+
+
+def write_parts(out: Path, trace: store.TraceRow, tid: int, ex: Extracted) -> None:
+    """One Parquet part per non-empty table of the trace; the partition keys live in the path."""
+    for table, rows in ex.tables().items():
+        if not rows.num_rows:
+            continue
+        columns = {"trace_id": pa.repeat(pa.scalar(tid, pa.int64()), rows.num_rows)}
+        if "rank" not in PARTITIONED[table]:
+            columns["rank"] = pa.repeat(pa.scalar(trace.rank, pa.int32()), rows.num_rows)
+        part = pa.table({**columns, **{name: rows[name] for name in rows.column_names}})
+        write_atomic(part, part_path(out, table, trace.run_id, trace.rank, tid))
+
+
+def node_name() -> str:
+    """The Ray node this runs on (its IP and id), else the host name."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        context = ray.get_runtime_context()
+        return f"{ray.util.get_node_ip_address()}/{context.get_node_id()[:8]}"
+    return socket.gethostname()
+
+
+def run_task(task: TraceTask) -> TaskResult:
+    """Parse one trace file and write its parts into the dataset (in a worker or a Ray task)."""
+    node = node_name()
+    parsed = parse_file(task.path, task.known_sha, task.rules, task.keep_python, task.max_trace_bytes)
+    if parsed.error:
+        error = parsed.error
+        if task.on_cluster and error.startswith("cannot read file"):
+            error += f" on node {node}; trace paths must be on a filesystem every node mounts"
+        return TaskResult(error=error, node=node)
+    if parsed.extracted is None:
+        return TaskResult(node=node)
+    meta = parsed.extracted.meta
+    path = Path(task.path)
+    try:
+        rank, source = _resolve_rank(path, task.run_id, task.ranks, task.nfiles, meta, lambda: task.others)
+    except TraceError as exc:
+        return TaskResult(error=str(exc), node=node)
+    trace = trace_row(path, task.run_id, rank, source, parsed)
+    tid = trace_id(trace)
+    try:
+        write_parts(Path(task.out), trace, tid, parsed.extracted)
+    except (OSError, pa.ArrowException) as exc:
+        return TaskResult(error=f"cannot store on node {node}: {exc}", node=node)
+    return TaskResult(trace, tid, meta.zero_duration_events, node=node)
+
+
+def failed_task(reason: str) -> TaskResult:
+    """The result of a task that raised, or whose worker or node died for good."""
+    return TaskResult(error=reason)
+
+
+class Dataset:
+    """A Parquet dataset directory: created on first use, refused when it is something else."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        meta = self.root / "meta.parquet"
+        if self.root.exists() and not self.root.is_dir():
+            raise DatasetError(f"{root}: not a directory")
+        if (self.root / "traces.parquet").exists():
+            raise DatasetError(f"{root}: a `scaletrace export --parquet` directory, not an ingest dataset; "
+                               "ingest into a new directory")
+        if not meta.exists() and self.root.is_dir() and any(self.root.iterdir()):
+            raise DatasetError(f"{root}: exists and is not a scaletrace Parquet dataset (no meta.parquet); "
+                               "give a new or empty directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not meta.exists():
+            write_atomic(pa.table({"key": ["schema_version", "layout"],
+                                   "value": [schema.SCHEMA_VERSION, "dataset"]}), meta)
+        self.log_file = self.root / "ingest_log" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.parquet"
+
+    def lock(self, wait_s: float, on_wait: Callable[[str], None] | None) -> "_Lock":
+        return _Lock(self.root / ".ingest.lock", wait_s, on_wait)
+
+    def load_state(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with the schema and the dataset's small tables (not its log)."""
+        con = duckdb.connect()
+        con.execute(schema.SCHEMA_SQL.read_text())
+        for table in STATE_TABLES:
+            source = self._source(table)
+            if source:
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
+        return con
+
+    def _source(self, table: str) -> str | None:
+        folder = self.root / table
+        if not any(folder.rglob("*.parquet")):
+            return None
+        glob = str(folder / "**" / "*.parquet").replace("'", "''")
+        return f"read_parquet('{glob}', hive_partitioning = {str(table in PARTITIONED).lower()})"
+
+    def commit(self, con, trace: store.TraceRow, tid: int) -> None:
+        write_atomic(con.sql("SELECT * FROM traces WHERE trace_id = $1", params=[tid]).to_arrow_table(),
+                     self.root / "traces" / f"{_key(trace.path)}.parquet")
+
+    def save_run(self, con, run_id: str) -> None:
+        rows = con.sql("SELECT * FROM runs WHERE run_id = $1", params=[run_id]).to_arrow_table()
+        path = self.root / "runs" / f"{_key(run_id)}.parquet"
+        if rows.num_rows:
+            write_atomic(rows, path)
+        else:
+            path.unlink(missing_ok=True)
+
+    def save_side_tables(self, con, run_id: str) -> None:
+        """The run's side_files, step_log and power_samples rows, as the state holds them."""
+        for table in ("side_files", "step_log", "power_samples"):
+            if table in PARTITIONED:  # the run id is in the path
+                rows = con.sql(f"SELECT * EXCLUDE (run_id) FROM {table} WHERE run_id = $1", params=[run_id])
+                path = self.root / table / f"run_id={_part(run_id)}" / "data.parquet"
+            else:
+                rows = con.sql(f"SELECT * FROM {table} WHERE run_id = $1", params=[run_id])
+                path = self.root / table / f"{_key(run_id)}.parquet"
+            rows = rows.to_arrow_table()
+            if rows.num_rows:
+                write_atomic(rows, path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def save_log(self, con) -> None:
+        write_atomic(con.sql("SELECT * FROM ingest_log").to_arrow_table(), self.log_file)
+
+    def collect_garbage(self, con) -> int:
+        """Delete the parts no committed trace owns, and temporary files left by dead writers;
+        returns how many files went."""
+        committed = {str(t) for (t,) in con.execute("SELECT trace_id FROM traces").fetchall()}
+        gone = 0
+        for table in TRACE_TABLES:
+            for path in (self.root / table).rglob("*.parquet"):
+                if path.stem not in committed:
+                    path.unlink(missing_ok=True)
+                    gone += 1
+        for path in self.root.rglob(".*.tmp"):
+            path.unlink(missing_ok=True)
+            gone += 1
+        return gone
+
+
+class _Lock:
+    """One ingest at a time per dataset (an advisory lock on DIR/.ingest.lock)."""
+
+    def __init__(self, path: Path, wait_s: float, on_wait):
+        self.path, self.wait_s, self.on_wait = path, wait_s, on_wait
+
+    def __enter__(self) -> "_Lock":
+        self.file = open(self.path, "a")
+        deadline, told = time.monotonic() + self.wait_s, False
+        while True:
+            try:
+                fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError:
+                if time.monotonic() >= deadline:
+                    self.file.close()
+                    raise DatasetError(f"{self.path.parent}: another ingest is writing it for more than "
+                                       f"{self.wait_s:.0f} s; try again when it has finished") from None
+                if self.on_wait and not told:
+                    self.on_wait(f"{self.path.parent}: waiting for another ingest to finish")
+                    told = True
+                time.sleep(0.2)
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+
+Mapper = Callable[[Callable, list[TraceTask], Callable[[str], TaskResult]], Iterator[tuple[TraceTask, TaskResult]]]
+
+
+def ingest_dataset(
+    paths: Iterable[str | Path],
+    out: str | Path,
+    mapper: Mapper,
+    *,
+    rules: tuple[Rule, ...] = DEFAULT_RULES,
+    keep_python: bool = False,
+    on_cluster: bool = False,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    lock_wait_s: float = schema.LOCK_WAIT_S,
+    max_trace_bytes: int | None = None,
+) -> IngestReport:
+    """Ingest trace files or run directories into the Parquet dataset ``out``; ``mapper`` runs
+    ``run_task`` over the tasks (``pipeline/engines.py``: local processes or Ray) and yields
+    (task, result) as they finish."""
+    ds = Dataset(out)
+    report = IngestReport()
+    with ds.lock(lock_wait_s, on_wait):
+        con = ds.load_state()
+        last_log = time.monotonic()
+
+        def record(outcome: Outcome) -> None:
+            nonlocal last_log
+            report.outcomes.append(outcome)
+            if on_outcome:
+                on_outcome(outcome)
+            if time.monotonic() - last_log > LOG_EVERY_S:
+                ds.save_log(con)
+                last_log = time.monotonic()
+
+        try:
+            run_dirs, problems = discover(paths)
+            for outcome in problems:
+                record(outcome)
+                _log(con, outcome)
+            runs = _read_runs(run_dirs, con, record)
+            by_path = {str(f): run for run in runs for f in run.files}
+            known = runsync.known_shas(con, runs)
+            tasks = [TraceTask(str(f), run.run_id, run.manifest.ranks, len(run.files),
+                               stored_others(con, run.run_id, f), known.get(str(f)), str(ds.root), rules,
+                               keep_python, max_trace_bytes, on_cluster)
+                     for run in runs for f in run.files]
+            saved_runs: set[str] = set()
+            for done, (task, result) in enumerate(mapper(run_task, tasks, failed_task), 1):
+                run = by_path[task.path]
+                outcome = _commit(con, ds, run, task, result)
+                if outcome.status == "ok" and run.run_id not in saved_runs:
+                    ds.save_run(con, run.run_id)
+                    saved_runs.add(run.run_id)
+                record(outcome)
+                _log(con, outcome)
+                if on_progress:
+                    on_progress(done, len(tasks))
+            for run in runs:
+                runsync.refresh(con, run)
+                for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
+                    record(outcome)
+                    _log(con, outcome)
+                ds.save_side_tables(con, run.run_id)
+            for (run_id,) in con.execute("SELECT DISTINCT run_id FROM traces").fetchall():
+                ds.save_run(con, run_id)
+            _drop_abandoned_runs(con, ds, runs)
+            ds.collect_garbage(con)
+        finally:
+            ds.save_log(con)
+            con.close()
+    return report
+
+
+def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult) -> Outcome:
+    """Check the task's trace against the others (a duplicate rank) and write its record."""
+    if result.error:
+        return Outcome(task.path, "error", result.error, run.run_id, node=result.node)
+    if result.trace is None:
+        return Outcome(task.path, "unchanged", "unchanged, skipped", run.run_id, node=result.node)
+    trace = result.trace
+    try:
+        check_clash(con, run.run_id, trace.rank, Path(task.path))
+    except TraceError as exc:
+        return Outcome(task.path, "error", str(exc), run.run_id, node=result.node)
+    store.replace_trace(con, trace, run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw), None,
+                        trace_id=result.trace_id)
+    ds.commit(con, trace, result.trace_id)
+    outcome = stored_outcome(trace, result.zero_duration_events)
+    outcome.node = result.node
+    return outcome
+
+
+def _drop_abandoned_runs(con, ds: Dataset, runs) -> None:
+    """runsync.refresh deleted the rows of a run id that run.json no longer gives: so do its files."""
+    kept = {run_id for (run_id,) in con.execute("SELECT run_id FROM runs").fetchall()}
+    for path in (ds.root / "runs").glob("*.parquet"):
+        ids = pq.read_table(path, columns=["run_id"])["run_id"].to_pylist()
+        if ids and ids[0] not in kept:
+            path.unlink(missing_ok=True)
+            ds.save_side_tables(con, ids[0])
+
+
+def ingest_parquet(paths: Iterable[str | Path], out: str | Path, *, engine: str = "local",
+                   ray_address: str | None = None, workers: int | None = None, **kwargs) -> IngestReport:
+    """Ingest into the Parquet dataset ``out`` with the ``local`` process pool or on ``ray``
+    (``ray_address``, else ``RAY_ADDRESS``, else a local cluster for the call); ``kwargs`` as
+    :func:`ingest_dataset`.  Every reading command opens ``out`` as ``--db``."""
+    from scaletrace.pipeline import engines
+
+    if engine == "ray":
+        mapper = engines.ray_engine(ray_address, workers)
+    elif engine == "local":
+        mapper = engines.local(workers)
+    else:
+        raise ValueError(f"unknown engine {engine!r}; one of {', '.join(engines.ENGINES)}")
+    return ingest_dataset(paths, out, mapper, on_cluster=engine == "ray", **kwargs)
