@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from scaletrace.pipeline.limits import physical_memory_bytes
 from scaletrace.pipeline.schema import PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting, register_definitions
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
@@ -60,7 +61,9 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
                             f"make one with `scaletrace export --parquet {directory}` or "
                             f"`scaletrace ingest PATH --parquet {directory}`")
     con = duckdb.connect()
+    con.execute("SET parquet_metadata_cache = true")  # a dataset has a part per trace: read each footer once
     con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
+    in_memory = _event_bytes(directory) <= (physical_memory_bytes() or 8 << 30) // IN_MEMORY_FRACTION
     for table in TABLES:
         source = _source(directory, table)
         if source is None:
@@ -70,9 +73,26 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
         select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' for name, typ in columns)
         where = " WHERE trace_id IN (SELECT trace_id FROM traces)" if table in PER_TRACE_TABLES else ""
         con.execute(f"DROP TABLE {table}")
-        con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {source}{where}")
+        # the small tables (a row per run, trace, side-file record) are read once, the event
+        # tables too when they fit in memory: each query would read every part again
+        kind = "VIEW" if table in PER_TRACE_TABLES and not in_memory else "TABLE"
+        con.execute(f"CREATE {kind} {table} AS SELECT {select} FROM {source}{where}")
     register_definitions(con, directory)
     return con
+
+
+# The event tables are loaded into memory when their Parquet files take at most this fraction
+# of the machine's memory (DuckDB holds them in a few times their compressed size).
+IN_MEMORY_FRACTION = 64
+
+
+def _event_bytes(directory: Path) -> int:
+    total = 0
+    for table in PER_TRACE_TABLES:
+        single, parted = directory / f"{table}.parquet", directory / table
+        files = [single] if single.is_file() else parted.rglob("*.parquet") if parted.is_dir() else []
+        total += sum(f.stat().st_size for f in files)
+    return total
 
 
 def _source(directory: Path, table: str) -> str | None:

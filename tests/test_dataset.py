@@ -59,7 +59,7 @@ def parts(dataset: Path) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     root = make_sweep(tmp_path_factory.mktemp("sweep"), [2, 4, 8])
-    db = root.parent / "local.duckdb"
+    db = tmp_path_factory.mktemp("local") / "local.duckdb"
     assert not ingest([root], db=db, workers=2).errors
     return root, db
 
