@@ -1,0 +1,103 @@
+"""A real Ray cluster of several nodes on this machine (a head, and nodes joined to it on
+127.0.0.1), for tests/test_cluster.py and tests/bench/ray_scaling.py.  Not a test module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+# Token authentication needs the same token on every node and driver; these clusters listen on
+# 127.0.0.1 only and live for one test module or benchmark.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes(marker: str) -> list:
+    """Processes whose command line contains ``marker``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def kill_tree(procs: list) -> int:
+    """SIGKILL the processes and all their descendants; returns how many."""
+    victims = {p.pid: p for p in procs}
+    for p in procs:
+        try:
+            victims.update({c.pid: c for c in p.children(recursive=True)})
+        except psutil.NoSuchProcess:
+            pass
+    for p in victims.values():
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    return len(victims)
+
+
+class LocalCluster:
+    """``with LocalCluster() as c:`` a head node of ``cpus`` CPUs; ``c.add_node()`` joins another;
+    ``c.kill_node(i)`` SIGKILLs node i's raylet and its workers.  ``RAY_ENV`` is set in this
+    process while the cluster lives (the driver must match the nodes)."""
+
+    def __init__(self, cpus: int = 1, object_store_bytes: int = 80_000_000):
+        self.cpus, self.store = cpus, object_store_bytes
+        self.node_ports: list[int] = []
+
+    def __enter__(self) -> "LocalCluster":
+        self.saved = {k: os.environ.get(k) for k in RAY_ENV}
+        os.environ.update(RAY_ENV)
+        self.temp = Path(tempfile.mkdtemp(prefix="st-ray-", dir="/tmp"))  # Ray's socket paths must fit 107 bytes
+        port = free_port()
+        self.address = f"127.0.0.1:{port}"
+        try:
+            self._start("--head", f"--port={port}", "--include-dashboard=false")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def add_node(self) -> int:
+        node_port = free_port()
+        self._start(f"--address={self.address}", f"--node-manager-port={node_port}",
+                    f"--object-manager-port={free_port()}")
+        self.node_ports.append(node_port)
+        return len(self.node_ports)
+
+    def kill_node(self, index: int) -> int:
+        """SIGKILL the processes of the ``index``-th added node (1-based); returns how many."""
+        return kill_tree(processes(f"--node_manager_port={self.node_ports[index - 1]}"))
+
+    def _start(self, *args: str) -> None:
+        ray_cli = Path(sys.executable).with_name("ray")
+        subprocess.run([str(ray_cli), "start", *args, "--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}",
+                        f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}"],
+                       check=True, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+
+    def __exit__(self, *exc) -> None:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+        kill_tree(processes(str(self.temp)))
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
