@@ -30,6 +30,7 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "DEFAULT_RULES": ("scaletrace.pipeline.classify", "DEFAULT_RULES"),
     "load_rules": ("scaletrace.pipeline.classify", "load_rules"),
     "export_parquet": ("scaletrace.pipeline.export", "export_parquet"),
+    "ingest_parquet": ("scaletrace.pipeline.dataset", "ingest_parquet"),
     "QueryError": ("scaletrace.queries", "QueryError"),
     "build_report": ("scaletrace.reports", "build_report"),
     "headline": ("scaletrace.reports", "headline"),

@@ -25,7 +25,7 @@ from scaletrace.pipeline.schema import DatabaseError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True, type=click.Path(),
-                         help="DuckDB database file (or, for reading, a `scaletrace export` Parquet directory).")
+                         help="DuckDB database file (or, for reading, a Parquet directory: `scaletrace export` or `ingest --parquet`).")
 FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "line", "csv", "json"]),
                              default="table", show_default=True,
                              help="table for terminals; line: one `column: value` per line, a blank line "
