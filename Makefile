@@ -14,7 +14,7 @@ $(BIN)/python:
 # multi-GB CUDA build; GPU users install their own torch before `pip install -e .[collect]`.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not available; collectors need torch"
-	$(BIN)/pip install -q -e '.[dev,cluster]'
+	$(BIN)/pip install -q -e '.[dev,cluster,fast]'
 	@# Debian's chromium for the report's browser test (skipped with a reason where it cannot be installed)
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } \

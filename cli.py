@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
-import duckdb
-import polars as pl
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from scaletrace import queries
-from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
 from scaletrace.pipeline import limits, oneline
-from scaletrace.pipeline.db import connect
-from scaletrace.pipeline.ingest import ingest as run_ingest
+from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
+from scaletrace.pipeline.errors import DatabaseError, DatasetError, EngineError
 from scaletrace.pipeline.interrupt import CtrlC
-from scaletrace.pipeline.dataset import DatasetError
-from scaletrace.pipeline.engines import EngineError
-from scaletrace.pipeline.schema import DatabaseError
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
+
+# DuckDB, polars, pyarrow, rich and the report's libraries are imported by the commands that use
+# them: `scaletrace --help` needs none, `ingest` no polars, altair or rich tables.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 DB_OPTION = click.option("--db", default="scaletrace.duckdb", show_default=True, type=click.Path(),
@@ -33,13 +31,33 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
 COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
                               help="Only these columns, in this order (comma-separated).")
 
-stderr = Console(stderr=True)
+_STDERR = []
 
 
-def say(message: str, console: Console = stderr) -> None:
+def stderr() -> "Console":
+    """The rich console on stderr (made on first use)."""
+    if not _STDERR:
+        from rich.console import Console
+
+        _STDERR.append(Console(stderr=True))
+    return _STDERR[0]
+
+
+def say(message: str, console: "Console | None" = None) -> None:
     """One line on stderr, as written: paths and names from traces are never read as markup, and
     their control characters (terminal escape sequences) are shown escaped."""
-    console.print(oneline.printable(message), markup=False, highlight=False, soft_wrap=True)
+    (console or stderr()).print(oneline.printable(message), markup=False, highlight=False, soft_wrap=True)
+
+
+def connect(db):
+    from scaletrace.pipeline.db import connect as connect_db
+
+    return connect_db(db)
+
+
+def is_duckdb_error(exc: BaseException) -> bool:
+    duckdb = sys.modules.get("duckdb")  # not imported: the error cannot be DuckDB's
+    return duckdb is not None and isinstance(exc, duckdb.Error)
 
 
 def _plural(n: int, noun: str) -> str:
@@ -121,8 +139,10 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     target = parquet or db
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
     ctrl_c = CtrlC()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                        TimeElapsedColumn(), console=stderr, disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=stderr(), disable=quiet, transient=True)
     started, json_bytes = time.monotonic(), 0
 
     def on_outcome(outcome) -> None:
@@ -159,6 +179,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
                 report = ingest_parquet(paths, parquet, engine=engine, ray_address=ray_address, workers=workers,
                                         **options)
             else:
+                from scaletrace.pipeline.ingest import ingest as run_ingest
+
                 report = run_ingest(paths, db, workers=workers, **options)
     except (KeyboardInterrupt, Exception) as exc:
         # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
@@ -167,7 +189,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
             sys.exit(130)
         if isinstance(exc, (DatabaseError, DatasetError, EngineError)):
             fail(str(exc))
-        if isinstance(exc, duckdb.Error):  # the backstop: a database error is one line, never a traceback
+        if is_duckdb_error(exc):  # the backstop: a database error is one line, never a traceback
             fail(f"{target}: {oneline.message(exc)}")
         raise
     if not quiet:
@@ -212,6 +234,10 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
                   for row in df.iter_rows(named=True)]
         click.echo("\n\n".join(blocks), nl=bool(blocks))
     else:
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(show_lines=False)
         for name in df.columns:
             table.add_column(Text(oneline.printable(name)), overflow="fold")
@@ -368,8 +394,10 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
             click.echo(line)
         return
     id_width = max((len(run.run_id) for run in planned), default=0)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=stderr, disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=stderr(), disable=quiet, transient=True)
     task = progress.add_task("sweep", total=len(planned))
 
     def on_start(run) -> None:
@@ -452,7 +480,9 @@ def export(db, parquet_dir) -> None:
         fail(str(exc))
     except OSError as exc:  # e.g. DIR under a regular file, a read-only file system
         fail(f"cannot write {exc.filename or parquet_dir}: {exc.strerror or exc}")
-    except duckdb.Error as exc:
+    except Exception as exc:
+        if not is_duckdb_error(exc):
+            raise
         fail(f"cannot export to {parquet_dir}: {oneline.message(exc)}")
     say(f"{_plural(sum(counts.values()), 'row')} in {_plural(len(counts), 'table')} -> {parquet_dir}")
 
@@ -546,13 +576,17 @@ def run_all(paths, out_dir, png, quiet) -> None:
         fail(f"cannot create {exc.filename or out}: {exc.strerror or exc}")
     db = out / "scaletrace.duckdb"
     try:
+        from scaletrace.pipeline.ingest import ingest as run_ingest
+
         report_ = run_ingest(paths, db, on_outcome=_say_errors)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
-    except duckdb.Error as exc:
+    except Exception as exc:
+        if not is_duckdb_error(exc):
+            raise
         fail(f"{db}: {oneline.message(exc)}")
     sys.exit(1 if report_.errors else 0)
 

@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from scaletrace.pipeline import runsync, schema, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.decode import TraceError
+from scaletrace.pipeline.errors import DatasetError
 from scaletrace.pipeline.export import PARTITIONED
 from scaletrace.pipeline.extract import Extracted
 from scaletrace.pipeline.ingest import (IngestReport, Outcome, _ingest_side_files, _log, _missing_ranks, _read_runs,
@@ -54,10 +55,6 @@ from scaletrace.pipeline.manifest import run_row
 TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
 STATE_TABLES = ("runs", "traces", "side_files", "step_log", "power_samples")  # written by the driver
 LOG_EVERY_S = 5.0  # the ingest log reaches DIR at least this often
-
-
-class DatasetError(RuntimeError):
-    """A directory that cannot be used as a scaletrace Parquet dataset."""
 
 
 @dataclass(frozen=True)

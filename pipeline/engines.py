@@ -12,15 +12,12 @@ import logging
 import os
 from typing import Callable, Iterator
 
+from scaletrace.pipeline.errors import EngineError
 from scaletrace.pipeline.workers import in_order
 
 ENGINES = ("local", "ray")
 RETRIES = 3  # Ray runs a task again this often when its worker or node dies
 IN_FLIGHT_PER_CPU = 2  # tasks queued per cluster CPU: enough to keep every node busy, few to cancel
-
-
-class EngineError(RuntimeError):
-    """An engine that cannot run (Ray not installed, no cluster at the address)."""
 
 
 def local(workers: int | None) -> Callable:

@@ -230,7 +230,7 @@ def ingest(
     tasks = [(f, run) for run in runs for f in run.files]
     parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
     first = next(parsed, None)
-    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked and set up above
     try:
         done = 0
         for item in itertools.chain([first] if first else [], parsed):

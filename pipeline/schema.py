@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from scaletrace.pipeline.errors import DatabaseError
 from scaletrace.queries import definitions
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
@@ -17,10 +18,6 @@ SCHEMA_VERSION = "1"
 TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
 # The tables whose rows come from one trace file each (keyed by trace_id; pipeline/extract.py builds them).
 PER_TRACE_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
-
-
-class DatabaseError(RuntimeError):
-    """A database file that cannot be opened or used."""
 
 
 LOCK_WAIT_S = 300.0  # how long an ingest waits for another writer to finish
@@ -61,8 +58,8 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None) ->
     con = connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
-    # the stored copies (for the plain duckdb CLI) are rewritten on every write; this
-    # connection, like every other, uses the package's own (TEMP) definitions
+    # the stored copies (for the plain duckdb CLI) are rewritten on every write; reading
+    # connections use the package's own (TEMP) definitions
     definitions.register(con, persist=True)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     con.execute("COMMIT")

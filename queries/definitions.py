@@ -124,11 +124,8 @@ def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:
 
 
 def register(con: duckdb.DuckDBPyConnection, persist: bool = False) -> None:
-    """Create every definition on ``con`` as a TEMP macro / table; with ``persist``, first also
-    (re)write the stored copies in the database file (the caller holds the transaction)."""
-    defs = load()
-    if persist:
-        for d in defs:
-            con.execute(d.create_sql(temporary=False))
-    for d in defs:
-        con.execute(d.create_sql(temporary=True))
+    """Create every definition on ``con`` as a TEMP macro / table (a reading connection); with
+    ``persist``, (re)write the stored copies in the database file instead (an ingest's
+    connection, which reads none of them; the caller holds the transaction)."""
+    for d in load():
+        con.execute(d.create_sql(temporary=not persist))
