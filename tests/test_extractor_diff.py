@@ -173,58 +173,72 @@ def _text(value) -> str:
     return json.dumps(value)
 
 
-numbers = st.one_of(
-    st.integers(-10**6, 10**17).map(str),
-    st.tuples(st.integers(0, 10**16), st.text("0123456789", min_size=1, max_size=6)).map(lambda t: f"{t[0]}.{t[1]}"),
-    st.sampled_from(["-0", "0.0", "-0.0004", "1e3", "1.5E-2", '"7"', "null", "true", "-12.5", "92233720368547758.07"]),
-)
-ints = st.one_of(st.integers(-5, 2**63), st.integers(-2**64, 2**64)).map(str) | st.sampled_from(['"3"', "null", "1.0", '"x"'])
-strings = st.one_of(
+def mostly(plain, odd):
+    """``plain`` 39 times in 40, else ``odd``: the scanner refuses a whole file for one odd value,
+    so odd values must be rare for the scanner to read (and be compared on) most traces."""
+    return st.integers(0, 39).flatmap(lambda k: odd if k == 17 else plain)  # (Hypothesis favours 0 and 39)
+
+
+plain_numbers = st.one_of(
+    st.integers(0, 10**17).map(str),
+    st.tuples(st.integers(0, 10**16), st.text("0123456789", min_size=1, max_size=6)).map(lambda t: f"{t[0]}.{t[1]}"))
+numbers = mostly(plain_numbers, st.sampled_from(
+    ["-0", "0.0", "-0.0004", "1e3", "1.5E-2", '"7"', "null", "true", "-12.5", "92233720368547758.07",
+     "-3", "0.9999", "00", "9223372036854775.807"]))
+plain_ints = st.integers(-5, 2**40).map(str)
+ints = mostly(plain_ints, st.one_of(st.integers(-2**64, 2**64).map(str),
+                                    st.sampled_from(['"3"', "null", "1.0", '"x"', "-9223372036854775808"])))
+plain_strings = st.one_of(
     st.sampled_from(["kernel", "Kernel", "cuda_runtime", "cpu_op", "python_function", "gpu_user_annotation", "trace",
                      "gpu_memcpy", "Memset", "cuda_driver", "user_annotation"]),
     st.sampled_from(["ProfilerStep#3", "ProfilerStep#12", "ncclKernel_AllReduce_RING", "nccl:all_reduce",
                      "record_param_comms", "aten::mm", "aten::addmm", "gemm", "cudaLaunchKernel", "gloo:all_reduce",
-                     "c10d::allreduce_", "Memcpy HtoD", ""]),
-    st.text(max_size=6),
-).map(_text) | st.sampled_from(["null", "5", '"\\u006bernel"', '"caf\\u00e9"'])
-pids = st.one_of(st.integers(0, 5).map(str), st.sampled_from(['"Spans"', "null", '"7"', "1.5"]))
+                     "c10d::allreduce_", "Memcpy HtoD", "", "ProfilerStep#"]),
+    st.text(max_size=6)).map(_text)
+strings = mostly(plain_strings, st.sampled_from(["null", "5", '"\\u006bernel"', '"caf\\u00e9"', '"a\\"b"']))
+pids = mostly(st.integers(0, 5).map(str), st.sampled_from(['"Spans"', "null", '"7"', "1.5", "-1"]))
 
-arg_keys = st.sampled_from(["correlation", "stream", "device", "External id", "Collective name", "In msg nelems",
-                            "Out msg nelems", "Group size", "dtype", "Process Group Name",
-                            "Process Group Description", "Seq", "Input Dims", "Input type", "Concrete Inputs",
-                            "other"])
-arg_values = st.one_of(ints, strings, st.sampled_from(["[[1, 2], [3]]", '["float"]', "{}", "[]", '[""]']))
-args = st.lists(st.tuples(arg_keys, arg_values), max_size=5).map(
-    lambda kv: "{" + ", ".join(f"{_text(k)}: {v}" for k, v in kv) + "}") | st.sampled_from(["null", "[]"])
+ARG_KINDS = {"correlation": ints, "stream": ints, "device": ints, "External id": ints, "In msg nelems": ints,
+             "Out msg nelems": ints, "Group size": ints, "Seq": ints,
+             "Process Group Name": mostly(st.sampled_from(['"0"', '"12"', "3"]), ints),
+             "Collective name": mostly(st.sampled_from(['"allreduce"', '"all_gather"', "null"]), strings),
+             "dtype": strings, "Process Group Description": strings,
+             "Input Dims": st.sampled_from(["[[1, 2], [3]]", "[]", "null", '[[4,4],[4, 4]]']),
+             "Input type": st.sampled_from(['["float", "float"]', '[""]', "{}"]),
+             "Concrete Inputs": st.sampled_from(['["", "1"]', "[]"]),
+             "other": st.sampled_from(["[1, {}]", '"x"', "true", "null", "1.5e300"])}
+arg_pair = st.sampled_from(sorted(ARG_KINDS)).flatmap(lambda k: st.tuples(st.just(k), ARG_KINDS[k]))
+args = mostly(st.lists(arg_pair, max_size=5).map(
+    lambda kv: "{" + ", ".join(f"{_text(k)}: {v}" for k, v in kv) + "}"), st.sampled_from(["null", "[]"]))
 
 event_keys = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "s"])
 
 
 @st.composite
 def events(draw) -> str:
-    fields = {"ph": draw(st.sampled_from(['"X"'] * 6 + ['"i"', '"M"', '"f"', "null", "1"])),
+    fields = {"ph": draw(mostly(st.sampled_from(['"X"', '"X"', '"X"', '"i"', '"M"', '"f"']), st.sampled_from(["null", "1"]))),
               "cat": draw(strings), "name": draw(strings), "pid": draw(pids), "tid": draw(pids),
               "ts": draw(numbers), "dur": draw(numbers), "args": draw(args)}
-    keys = [k for k in fields if draw(st.integers(0, 9)) > 0]  # mostly all present
+    keys = [k for k in fields if draw(st.integers(0, 29)) != 17]  # mostly all present
     pairs = [(k, fields[k]) for k in keys]
-    if draw(st.integers(0, 19)) == 0:  # now and then a duplicate or an extra key
+    if draw(st.integers(0, 39)) == 17:  # now and then a duplicate or an extra key
         pairs.append((draw(event_keys), draw(numbers)))
     return "{" + ", ".join(f"{_text(k)}: {v}" for k, v in pairs) + "}"
 
 
 @st.composite
 def traces(draw) -> bytes:
-    body = ", ".join(draw(st.lists(events(), max_size=12)))
+    body = ", ".join(draw(st.lists(events(), max_size=8)))
     header = draw(st.sampled_from([
         "", ', "distributedInfo": {"rank": 1, "world_size": 2, "backend": "nccl"}',
         ', "deviceProperties": [{"name": "H100"}, {"name": null}]', ', "baseTimeNanoseconds": 17',
         ', "host_name": "h\\u00f6st"', ', "distributedInfo": null', ', "distributedInfo": {"rank": "1"}',
         ', "deviceProperties": [{"name": ""}, {"name": "B200"}]']))
     text = ('{"traceEvents": [' + body + "]" + header + "}").encode()
-    cut = draw(st.integers(0, 40))  # now and then a byte-level mutation
-    if cut == 1 and text:
+    cut = draw(st.integers(0, 60))  # now and then a byte-level mutation
+    if cut == 17 and text:
         text = text[:draw(st.integers(0, len(text) - 1))]
-    elif cut == 2:
+    elif cut == 18:
         at = draw(st.integers(0, len(text)))
         text = text[:at] + draw(st.sampled_from([b",", b"}", b"]", b'"', b"\\", b"0"])) + text[at:]
     return text
