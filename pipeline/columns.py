@@ -80,10 +80,19 @@ class Side:
 
     def take(self, positions: np.ndarray) -> "Side":
         """The rows at ``positions`` (sorted), args and shapes renumbered."""
-        where = {int(p): i for i, p in enumerate(positions)} if (self.args or self.shapes) else {}
         return Side(*(getattr(self, n)[positions] for n in _ARRAYS),
-                    args={where[p]: a for p, a in self.args.items() if p in where},
-                    shapes={where[p]: s for p, s in self.shapes.items() if p in where})
+                    args=_renumber(self.args, positions), shapes=_renumber(self.shapes, positions))
+
+
+def _renumber(rows: dict, positions: np.ndarray) -> dict:
+    """``rows`` (position -> item) for the positions kept, numbered by their place in ``positions``."""
+    if not rows:
+        return {}
+    old = np.fromiter(rows, dtype=np.int64, count=len(rows))
+    new = np.searchsorted(positions, old)
+    found = new < len(positions)
+    found[found] = positions[new[found]] == old[found]
+    return {n: rows[o] for o, n, ok in zip(old.tolist(), new.tolist(), found.tolist()) if ok}
 
 
 _ARRAYS = ("index", "ts", "dur", "cat", "name", "pid", "tid", "stream", "device", "corr")
