@@ -154,13 +154,13 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     if sha == known_sha:
         return ParsedFile(sha, nbytes)
     try:
-        data = unpack(raw, limit, TRACE_LIMIT)
+        data = unpack(raw, limit, TRACE_LIMIT, check_utf8=False)  # scan_or_decode checks
         del raw
         json_bytes = len(data)
         classifier = _classifier(rules)
         fractional = FRACTIONAL_TS.search(data) is not None
         gpu_trace = classifier.device_scan.search(data) is not None  # any device category: a GPU trace
-        doc = scan_or_decode(data)  # the compiled scanner's columns, or msgspec's decode (the reference)
+        doc = scan_or_decode(data, utf8_checked=False)  # the compiled scanner's columns, or msgspec's decode (the reference)
         del data
         return ParsedFile(sha, nbytes, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:

@@ -152,7 +152,15 @@ def bad_inputs() -> dict:
         "lone surrogate": lambda: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "\\ud800", "ts": 1, "dur": 1}]}',
         "raw control character": lambda: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a\tb", "ts": 1, "dur": 1}]}',
         "no traceEvents": lambda: b'{"traceEvents": null}',
+        "valid UTF-8": lambda: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "\xe2\x82\xac\xf0\x9f\x98\x80",'
+                               b' "ts": 1, "dur": 1}]}',
     })
+    # text that is not UTF-8 (the scanner leaves the check to simdjson; the reference names the byte)
+    for label, bad in (("0xff", b"\xff"), ("surrogate", b"\xed\xa0\x80"), ("overlong", b"\xc0\xaf"),
+                       ("cut sequence", b"\xe2\x82"), ("beyond U+10FFFF", b"\xf4\x90\x80\x80")):
+        good = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k%s", "ts": 1, "dur": 1}], "x": "%s"}'
+        cases[f"not UTF-8 in a name: {label}"] = lambda bad=bad: good % (bad, b"")
+        cases[f"not UTF-8 in an unused field: {label}"] = lambda bad=bad: good % (b"", bad)
     return cases
 
 
@@ -240,7 +248,8 @@ def traces(draw) -> bytes:
         text = text[:draw(st.integers(0, len(text) - 1))]
     elif cut == 18:
         at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from([b",", b"}", b"]", b'"', b"\\", b"0"])) + text[at:]
+        text = text[:at] + draw(st.sampled_from([b",", b"}", b"]", b'"', b"\\", b"0", b"\xff", b"\xed\xa0\x80",
+                                                        b"\xc0\xaf", b"\xe2\x82", b"\x01"])) + text[at:]
     return text
 
 
