@@ -140,12 +140,13 @@ inline bool opt_str(ondemand::value v, std::string_view &out) {
 
 // A nullable int that must fit int64 (and not be the NONE sentinel extract rejects).
 inline bool opt_int(ondemand::value v, int64_t &out) {
+  // get_int64 refuses a fraction, an exponent, a leading zero, a value beyond int64, a non-number
+  if (!v.get_int64().get(out)) {
+    if (out == NONE) throw Fallback{};
+    return true;
+  }
   if (is_null(v)) return false;
-  if (must(v.type()) != ondemand::json_type::number) throw Fallback{};
-  if (must(v.get_number_type()) != ondemand::number_type::signed_integer) throw Fallback{};
-  out = must(v.get_int64());
-  if (out == NONE) throw Fallback{};
-  return true;
+  throw Fallback{};
 }
 
 // int | str | null (Args' IntOrStr): only validated; these fields are read in Python (rare events).
@@ -163,8 +164,7 @@ inline void int_or_str(ondemand::value v) {
 // µs written as a plain JSON decimal (-?digits(.digits)?) -> ns truncated toward zero, like
 // int(Decimal(text).scaleb(3)).  Exponents, long or out-of-range values fall back.
 inline int64_t ns_from_us(ondemand::value v, bool allow_negative) {
-  if (must(v.type()) != ondemand::json_type::number) throw Fallback{};
-  std::string_view t = v.raw_json_token();
+  std::string_view t = v.raw_json_token();  // the grammar below is stricter than JSON's numbers
   size_t i = 0, n = t.size();
   bool negative = false;
   if (i < n && t[i] == '-') {
@@ -200,6 +200,16 @@ inline int64_t ns_from_us(ondemand::value v, bool allow_negative) {
   return negative ? -(int64_t)ns : (int64_t)ns;
 }
 
+// A key as written when it has no escape (the usual case: no copy); else unescaped.
+inline std::string_view key_of(ondemand::field &field) {
+  const char *start = field.key().raw(), *end = start;
+  while (*end != '"') {
+    if (*end == '\\') return must(field.unescaped_key());
+    end++;
+  }
+  return std::string_view(start, (size_t)(end - start));
+}
+
 enum EventKey : unsigned { K_PH = 1, K_CAT = 2, K_NAME = 4, K_PID = 8, K_TID = 16, K_TS = 32, K_DUR = 64, K_ARGS = 128 };
 
 inline void once(unsigned &seen, unsigned key) {
@@ -216,7 +226,7 @@ void read_args(ondemand::object o, ArgsRead &a) {
   unsigned seen = 0;
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
-    std::string_view key = must(field.unescaped_key());
+    std::string_view key = key_of(field);
     ondemand::value v = field.value();
     int64_t x;
     std::string_view s;
@@ -283,7 +293,7 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
   ArgsRead a;
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
-    std::string_view key = must(field.unescaped_key());
+    std::string_view key = key_of(field);
     ondemand::value v = field.value();
     std::string_view s;
     if (key == "ph") {
@@ -313,14 +323,10 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
     } else if (key == "ts" || key == "dur") {
       bool is_ts = key == "ts";
       once(seen, is_ts ? K_TS : K_DUR);
-      // the value is converted after the loop (only complete events need it), but checked now
       if (!is_null(v)) {
-        if (must(v.type()) != ondemand::json_type::number) throw Fallback{};
         (is_ts ? has_ts : has_dur) = true;
-        // a non-complete event's time is never converted by the reference: only its JSON matters
-        must(v.get_number_type());
-        std::string_view t = v.raw_json_token();
-        if (t.find_first_of("eE") != std::string_view::npos) throw Fallback{};
+        // converted (and checked as strictly as a plain decimal) for every event: a refused value
+        // on an event the reference never converts only costs a fallback
         int64_t ns = ns_from_us(v, is_ts);
         if (is_ts)
           out.ts.push_back(ns);
@@ -559,6 +565,9 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+// The On-Demand code below is compiled for the kernel the compiler flags allow (portable flags: simdjson's
+// "fallback" kernel; the library's own stage 1 dispatches at run time).  An AVX2 build of this module
+// ("haswell" kernel) measured no faster on this project's machine, so there is one portable build.
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled stage 1 of extract (simdjson On-Demand).", -1,
                       methods};
 
@@ -567,6 +576,11 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled stage 1 of extra
 PyMODINIT_FUNC PyInit__scan(void) {
   PyObject *m = PyModule_Create(&module);
   if (!m) return nullptr;
+  // the kernel this module's On-Demand code was compiled for
+  if (PyModule_AddStringConstant(m, "KERNEL", SIMDJSON_STRINGIFY(SIMDJSON_BUILTIN_IMPLEMENTATION)) != 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
   std::string version = std::to_string(SIMDJSON_VERSION_MAJOR) + "." + std::to_string(SIMDJSON_VERSION_MINOR) +
                         "." + std::to_string(SIMDJSON_VERSION_REVISION);
   if (PyModule_AddStringConstant(m, "SIMDJSON_VERSION", version.c_str()) != 0) {

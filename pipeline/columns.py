@@ -25,7 +25,8 @@ import msgspec
 import numpy as np
 
 from scaletrace.pipeline import limits, oneline
-from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
+from scaletrace.pipeline.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
+                                       TraceError, iter_events)
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
                                             PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME)
 
@@ -263,7 +264,6 @@ class Scanned:
 
     def __init__(self, every: Side, vocab: Vocab, num_events: int, header: dict):
         self.every, self.vocab, self.num_events = every, vocab, num_events
-        from scaletrace.pipeline.decode import DeviceProperties, DistributedInfo
         dist = {k: header[k] for k in ("rank", "world_size", "backend", "nccl_version")}
         self.distributedInfo = DistributedInfo(**dist) if any(v is not None for v in dist.values()) else None
         self.deviceProperties = [DeviceProperties(name=n) for n in header["device_names"]]
@@ -314,7 +314,7 @@ def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
     return True
 
 
-def _flags(values: list, test) -> np.ndarray:
+def flags_by_code(values: list, test) -> np.ndarray:
     """``test`` of each distinct value, as a bool array indexed by code."""
     return np.fromiter((bool(test(v)) for v in values), dtype=bool, count=len(values))
 
@@ -323,8 +323,8 @@ def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
            gpu_trace: bool) -> tuple[Side, Side]:
     """read_python's keep / drop chain on whole columns: each test is taken once per distinct
     category or name, then indexed by the codes."""
-    cat = lambda test: _flags(vocab.lower, test)[every.cat]  # noqa: E731
-    name = lambda test: _flags(vocab.names, test)[every.name]  # noqa: E731
+    cat = lambda test: flags_by_code(vocab.lower, test)[every.cat]  # noqa: E731
+    name = lambda test: flags_by_code(vocab.names, test)[every.name]  # noqa: E731
     is_dev = cat(lambda c: c in device_cats)
     profiler = cat(lambda c: c == PROFILER_CAT)
     python = cat(lambda c: c == PYTHON_CAT)

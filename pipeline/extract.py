@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from scaletrace.pipeline import collectives as coll
 from scaletrace.pipeline import columns, intervals, limits
 from scaletrace.pipeline.classify import Classifier, is_collective_call
+from scaletrace.pipeline.columns import flags_by_code as by_code
 from scaletrace.pipeline.decode import Args, TraceError, check_utf8_text, decode
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
                                             FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
@@ -216,14 +217,10 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
     )
 
 
-def _flags(values: list, test) -> np.ndarray:
-    return columns._flags(values, test)
-
-
 def _step_rows(cpu: columns.Side, vocab: columns.Vocab) -> list[tuple[int, int, int]]:
     """(step, ts, end) of the ProfilerStep annotations among the CPU events, in file order."""
-    candidate = (_flags(vocab.lower, lambda c: c != GPU_ANNOTATION_CAT and c not in RUNTIME_CATS)[cpu.cat]
-                 & _flags(vocab.names, lambda n: STEP_NAME in n)[cpu.name])
+    annotation = by_code(vocab.lower, lambda c: c == GPU_ANNOTATION_CAT or c in RUNTIME_CATS)[cpu.cat]
+    candidate = ~annotation & by_code(vocab.names, lambda n: STEP_NAME in n)[cpu.name]
     rows = []
     for j in np.flatnonzero(candidate).tolist():
         match = STEP_RE.search(vocab.names[cpu.name[j]])
@@ -304,7 +301,7 @@ def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
 def _launches(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab) -> np.ndarray:
     """For each device event, the position in ``cpu`` of the runtime call that launched it
     (same correlation; the last such call in the file), or -1."""
-    is_runtime = _flags(vocab.lower, lambda c: c in RUNTIME_CATS)[cpu.cat]
+    is_runtime = by_code(vocab.lower, lambda c: c in RUNTIME_CATS)[cpu.cat]
     positions = np.flatnonzero(is_runtime & (cpu.corr != NONE))
     order = np.argsort(cpu.corr[positions], kind="stable")
     keys, positions = cpu.corr[positions][order], positions[order]
@@ -342,7 +339,8 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
                 classifier: Classifier):
     """The device table (GPU events), collective rows and the (start, end) of each comm event."""
     ops = _Enclosing()
-    for j in np.flatnonzero(_flags(vocab.names, lambda n: n.startswith(COLLECTIVE_OP_PREFIXES))[cpu.name]).tolist():
+    is_op = by_code(vocab.names, lambda n: n.startswith(COLLECTIVE_OP_PREFIXES))[cpu.name]
+    for j in np.flatnonzero(is_op).tolist():
         ts = int(cpu.ts[j])
         ops.add(vocab.ids[cpu.tid[j]], ts, ts + int(cpu.dur[j]), (vocab.names[cpu.name[j]], cpu.args.get(j)))
     ops.freeze()
@@ -477,11 +475,11 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
 def _cpu_table(cpu: columns.Side, vocab: columns.Vocab, cpu_only: bool) -> pa.Table:
     """Runtime calls, steps, collective ops, kept python_function events and events with a
     stream arg (HTA counts those); on GPU traces ``cpu`` holds only those already."""
-    if cpu_only:
+    if not cpu_only:  # already filtered while reading (columns.needed_on_gpu_trace)
         keep = np.arange(len(cpu))
     else:
-        cat = lambda test: _flags(vocab.lower, test)[cpu.cat]  # noqa: E731
-        name = lambda test: _flags(vocab.names, test)[cpu.name]  # noqa: E731
+        cat = lambda test: by_code(vocab.lower, test)[cpu.cat]  # noqa: E731
+        name = lambda test: by_code(vocab.names, test)[cpu.name]  # noqa: E731
         keep = np.flatnonzero(
             cat(lambda c: c in RUNTIME_CATS) | name(lambda n: STEP_NAME in n) | cat(lambda c: c == PYTHON_CAT)
             | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (cpu.stream != NONE)
