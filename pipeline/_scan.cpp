@@ -80,7 +80,7 @@ struct Ids {
 };
 
 struct Out {
-  std::vector<int64_t> index, ts, dur, corr, stream, device, rare;  // rare: (position, start, end)
+  std::vector<int64_t> index, ts, dur, corr, stream, device, rare;  // rare: (position, start, end, Rare bits)
   std::vector<int32_t> cat, name, pid, tid;
   Dict cats, names;
   Ids ids;
@@ -217,9 +217,11 @@ inline void once(unsigned &seen, unsigned key) {
   seen |= key;
 }
 
+enum Rare : int64_t { RARE_COLLECTIVE = 1, RARE_SHAPES = 2 };
+
 struct ArgsRead {
   int64_t corr = NONE, stream = NONE, device = NONE;
-  bool rare = false;  // collective metadata or recorded shapes: decoded in Python from the event's text
+  int64_t rare = 0;  // Rare bits: collective metadata or recorded shapes, decoded in Python from the event's text
 };
 
 void read_args(ondemand::object o, ArgsRead &a) {
@@ -241,14 +243,14 @@ void read_args(ondemand::object o, ArgsRead &a) {
       if (opt_int(v, x)) a.device = x;
     } else if (key == "Collective name") {
       once(seen, 8);
-      if (opt_str(v, s)) a.rare = true;
+      if (opt_str(v, s)) a.rare |= RARE_COLLECTIVE;
     } else if (key == "Process Group Name") {
       once(seen, 16);
-      if (!is_null(v)) a.rare = true;
+      if (!is_null(v)) a.rare |= RARE_COLLECTIVE;
       int_or_str(v);
     } else if (key == "In msg nelems") {
       once(seen, 32);
-      if (!is_null(v)) a.rare = true;
+      if (!is_null(v)) a.rare |= RARE_COLLECTIVE;
       int_or_str(v);
     } else if (key == "External id") {
       once(seen, 64);
@@ -270,7 +272,7 @@ void read_args(ondemand::object o, ArgsRead &a) {
       opt_str(v, s);
     } else if (key == "Input Dims") {
       once(seen, 4096);
-      a.rare = true;
+      a.rare |= RARE_SHAPES;
       walk(v);
     } else if (key == "Input type") {
       once(seen, 8192);
@@ -363,6 +365,7 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
     out.rare.push_back((int64_t)out.index.size() - 1);
     out.rare.push_back(start - base);
     out.rare.push_back(end - base);
+    out.rare.push_back(a.rare);
   }
 }
 

@@ -301,8 +301,10 @@ def scan(data: bytes) -> Scanned | None:
 def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
     """Collective metadata and recorded shapes of the few events that carry them: each event's
     JSON text decoded by msgspec, as the reference decodes it."""
-    triples = np.frombuffer(rare, dtype=np.int64).reshape(-1, 3)
-    for position, start, end in triples.tolist():
+    rows = np.frombuffer(rare, dtype=np.int64).reshape(-1, 4)  # position, start, end, what (_scan.cpp Rare)
+    flop = flags_by_code(vocab.names, lambda n: FLOP_OP_RE.match(n) is not None)
+    wanted = (rows[:, 3] & 1).astype(bool) | ((rows[:, 3] & 2).astype(bool) & flop[every.name[rows[:, 0]]])
+    for position, start, end, _ in rows[wanted].tolist():  # shapes are kept for FLOP-counted ops only
         try:
             a = _EVENT.decode(data[start:end].rstrip(b" \t\r\n,")).args
         except msgspec.DecodeError:  # not expected after the scan: let the reference decide
