@@ -71,8 +71,25 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def engine_lines() -> list[str]:
+    """Which extractor and gunzip this installation runs (--version, ingest -v)."""
+    from scaletrace.pipeline.columns import active_extractor
+
+    return [f"extractor: {active_extractor()}", f"gunzip: {limits.GZIP_DECODER}"]
+
+
+def _version(ctx: click.Context, _param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    click.echo("\n".join([f"scaletrace {version('scaletrace')}", *engine_lines()]))
+    ctx.exit()
+
+
 @click.group(context_settings=CONTEXT)
-@click.version_option(package_name="scaletrace")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version, the trace extractor (compiled or Python) and the gunzip in use.")
 def main() -> None:
     """scaletrace: where does step time go as distributed PyTorch training scales?
 
@@ -101,8 +118,10 @@ def main() -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Ray cluster to join (default: $RAY_ADDRESS, else a local cluster for this command).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
+@click.option("-v", "--verbose", is_flag=True, help="Say which extractor and gunzip parse the files.")
 @click.pass_context
-def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, quiet) -> None:
+def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, quiet,
+           verbose) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -137,6 +156,9 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     if engine == "ray" and not parquet:
         raise click.UsageError("--engine ray writes a Parquet dataset: give --parquet DIR")
     target = parquet or db
+    if verbose:
+        for line in engine_lines():
+            say(line)
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
     ctrl_c = CtrlC()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

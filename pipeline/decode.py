@@ -99,9 +99,10 @@ _EVENT_PATH = re.compile(r"\$\[(\d+)\]")
 BATCH = 20_000
 
 
-def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size limit") -> bytes:
+def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size limit",
+           check_utf8: bool = True) -> bytes:
     """A file's bytes, gunzipped when they are gzip (refused past ``max_bytes`` decompressed),
-    checked to be UTF-8."""
+    checked to be UTF-8 (``check_utf8=False``: the caller checks, see ``extract.scan_or_decode``)."""
     if not raw:
         raise TraceError("empty file (0 bytes)")
     data = raw
@@ -116,11 +117,12 @@ def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size
             raise TraceError("empty trace (gzip of no JSON)")
     elif limits.blank(raw):
         raise TraceError("empty file (only whitespace)")
-    _check_utf8(data)
+    if check_utf8:
+        check_utf8_text(data)
     return data
 
 
-def _check_utf8(data: bytes, chunk: int = 1 << 24) -> None:
+def check_utf8_text(data: bytes, chunk: int = 1 << 24) -> None:
     # Incremental, so a 1 GB trace is not copied into a 1 GB str.
     decoder = codecs.getincrementaldecoder("utf-8")()
     view = memoryview(data)

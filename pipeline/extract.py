@@ -1,4 +1,8 @@
-"""Turn one decoded trace into the rows scaletrace stores (runs in a worker process).
+"""Turn one trace into the rows scaletrace stores (runs in a worker process).
+
+Stage 1 (``pipeline/columns.py``) reads the kept events as columns, with the compiled scanner
+or the reference msgspec reader; stage 2 (:func:`build`, here) makes the tables from those
+columns with numpy and Arrow, deciding once per distinct category, name, stream or thread.
 
 Output: :class:`Extracted`, one pyarrow table per per-trace table of the
 database (columns as in ``pipeline/schema.sql``, without the trace key), and
@@ -10,22 +14,27 @@ from __future__ import annotations
 
 import bisect
 import re
-from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from scaletrace.pipeline import collectives as coll
-from scaletrace.pipeline import intervals, limits, oneline
+from scaletrace.pipeline import columns, intervals, limits
 from scaletrace.pipeline.classify import Classifier, is_collective_call
-from scaletrace.pipeline.decode import INT64_MAX, Args, Event, TraceDoc, TraceError, iter_events
+from scaletrace.pipeline.columns import flags_by_code as by_code
+from scaletrace.pipeline.decode import Args, TraceError, check_utf8_text, decode
 from scaletrace.pipeline.schema import PER_TRACE_TABLES
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
-                                            FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PROFILER_CAT, PYTHON_CAT,
+                                            FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
                                             RUNTIME_CATS, STEP_NAME, STEP_RE)
+
+# Which stage 1 reads traces (README, "The compiled extractor"): "compiled (simdjson X.Y.Z)" when
+# pipeline/_scan.cpp is built and SCALETRACE_EXTRACTOR is not "python", else "python (msgspec)".
+EXTRACTOR = columns.active_extractor()
 
 
 @dataclass
@@ -65,34 +74,8 @@ class Extracted:
         return {name: getattr(self, name) for name in self.TABLES}
 
 
-def _times(index: int, ev: Event) -> tuple[int, int]:
-    """(ts, dur) in integer ns, validated; Decimal keeps every digit of ns-resolution stamps."""
-    if ev.ts is None or ev.dur is None:
-        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): missing {'ts' if ev.ts is None else 'dur'}")
-    try:  # the exponent is checked before int(): 1e999990 would take tens of seconds
-        ts, dur = limits.ns_from_us(ev.ts), limits.ns_from_us(ev.dur)
-    except limits.LimitError as exc:
-        raise TraceError(f"event #{index} ({ev.cat} {oneline.one_line(repr(ev.name), 80)}): ts or dur {exc}") from None
-    if not (-INT64_MAX <= ts <= INT64_MAX and 0 <= dur <= INT64_MAX):
-        if dur < 0:
-            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
-        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): timestamp {ev.ts} µs is beyond "
-                         "64-bit nanoseconds")
-    return ts, dur
-
-
 def _int(value, what: str, index: int) -> int | None:
-    """An int arg (ints written as strings are accepted); None when absent or not a number."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            return None
-    if abs(value) > INT64_MAX:
-        raise TraceError(f"event #{index}: {what} {value} is beyond 64 bits")
-    return value
+    return columns.to_int(value, what, index)
 
 
 def _str(value) -> str | None:
@@ -121,7 +104,7 @@ class _Steps:
                 jj = np.maximum(j, 0)
                 ok &= (starts[jj] <= times) & (times < ends[jj])
                 found[ok] = numbers[jj[ok]]
-        return pa.array(found, mask=found == NONE)
+        return _nullable(found)
 
 class _Enclosing:
     """Per-thread sorted CPU intervals; finds those that contain an instant."""
@@ -151,125 +134,80 @@ class _Enclosing:
         return found
 
 
-class _Columns:
-    """Kept events as columns: one shared str per distinct name, category and thread, ints in
-    arrays; the decoded Event is dropped (bounded memory for large traces).  ``args`` keeps the
-    Args of the few events that carry collective metadata, by position."""
-
-    def __init__(self):
-        self.index, self.ts, self.dur = array("q"), array("q"), array("q")
-        self.cat_raw, self.cat, self.name, self.pid, self.tid = [], [], [], [], []
-        self.stream, self.device = [], []
-        self.corr = array("q")  # NONE where absent: most events have one, so no int objects
-        self.args: dict[int, Args] = {}
-        self.shapes: dict[int, tuple] = {}  # position -> (Input Dims, Input type, Concrete Inputs) JSON
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def add(self, index: int, ev: Event, cat: str, shared: dict) -> None:
-        ts, dur = _times(index, ev)
-        a = ev.args
-        stream = device = corr = None
-        if a is not None:
-            stream = _int(a.stream, "stream", index)
-            device = _int(a.device, "device", index)
-            corr = _int(a.correlation, "correlation", index)
-            if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
-                self.args[len(self.index)] = a
-            if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
-                self.shapes[len(self.index)] = tuple(bytes(r).decode() or None for r in
-                                                     (a.input_dims, a.input_types, a.concrete_inputs))
-        self.index.append(index)
-        self.ts.append(ts)
-        self.dur.append(dur)
-        self.cat_raw.append(shared.setdefault(ev.cat, ev.cat))
-        self.cat.append(cat)
-        name = ev.name or ""
-        self.name.append(shared.setdefault(name, name))
-        self.pid.append(shared.setdefault(ev.pid, ev.pid))
-        self.tid.append(shared.setdefault(ev.tid, ev.tid))
-        self.stream.append(stream)
-        self.device.append(device)
-        self.corr.append(NONE if corr is None else corr)
+NONE = columns.NONE
 
 
-NONE = -(2**63)  # "absent" in int arrays: _int rejects every value this far out
+def _nullable(data: np.ndarray) -> pa.Array:
+    """A nullable int64 Arrow array from int64 values where NONE means null.  Built from buffers:
+    ``pa.array(data, mask=...)`` imports pandas (0.3 s in each worker process)."""
+    data = np.ascontiguousarray(data, dtype=np.int64)
+    valid = data != NONE
+    nulls = len(data) - int(valid.sum())
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(pa.int64(), len(data), [bitmap, pa.py_buffer(data)], null_count=nulls)
 
 
-def _nullable(values) -> pa.Array:
-    """An int64 Arrow array from an array('q') where NONE means null."""
-    data = np.frombuffer(values, dtype=np.int64)
-    return pa.array(data, mask=data == NONE)
+def _int64(data: np.ndarray) -> pa.Array:
+    data = np.ascontiguousarray(data, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
-def _int64(values) -> pa.Array:
-    """A non-null int64 Arrow array from an array('q'), without a per-item conversion."""
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+def _strings(codes: np.ndarray, values: list) -> pa.Array:
+    """A string column from codes into ``values`` (one Python str per distinct value)."""
+    codes = np.ascontiguousarray(codes, dtype=np.int32)
+    codes = pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes)])
+    return pa.DictionaryArray.from_arrays(codes, pa.array(values, pa.string())).dictionary_decode()
 
 
-def _needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
-    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events,
-    FLOP-counted op candidates (with their shapes)."""
-    return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
-            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
-            or (cat == CPU_OP_CAT and FLOP_OP_RE.match(name) is not None))
+def read(doc, classifier: Classifier, keep_python: bool = False, gpu_trace: bool = True) -> columns.Kept:
+    """Stage 1: the kept events of ``doc`` (a decoded TraceDoc: the reference; or what the
+    compiled scanner read, ``columns.Scanned``) as columns."""
+    if isinstance(doc, columns.Scanned):
+        return doc.kept(classifier.device_categories, keep_python, gpu_trace)
+    return columns.read_python(doc, classifier.device_categories, keep_python, gpu_trace)
 
 
-def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
+def extract(doc, classifier: Classifier, keep_python: bool = False,
             fractional: bool = False, gpu_trace: bool = True) -> Extracted:
-    """``fractional``: some timestamp in the file is written with a decimal point (HTA rounds those).
-    ``gpu_trace``: the file has device categories (``classifier.device_scan`` says so); then only the
-    CPU events needed beside GPU activity are kept while decoding, which bounds memory.  Device
-    categories are ``classifier.device_categories``: the vocabulary's and those its rules name."""
-    raws = doc.traceEvents or []
-    device_cats = classifier.device_categories
-    dev, cpu = _Columns(), _Columns()
-    lower: dict = {}
-    shared: dict = {None: None}  # one object per distinct name, category, pid, tid
-    for index, ev in enumerate(iter_events(raws)):
-        if ev.ph != "X":
-            continue
-        cat = lower.get(ev.cat)
-        if cat is None:
-            cat = lower[ev.cat] = (ev.cat or "").lower()
-        if cat in device_cats:
-            dev.add(index, ev, cat, shared)
-        elif index == 0 and gpu_trace and cat != PROFILER_CAT:
-            # HTA links a kernel whose correlation has no CPU call to the trace's first
-            # event (index_correlation 0): hta_events needs that event's time
-            cpu.add(index, ev, cat, shared)
-        elif cat == PROFILER_CAT or (cat == PYTHON_CAT and not keep_python):
-            continue
-        elif cat == GPU_ANNOTATION_CAT and STEP_NAME not in (ev.name or ""):
-            continue
-        elif not gpu_trace or _needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream):
-            cpu.add(index, ev, cat, shared)  # (GPU-side ProfilerSteps are kept for HTA's filter)
-    if gpu_trace and not len(dev):  # the byte scan was fooled: decode again keeping CPU lanes
-        return extract(doc, classifier, keep_python, fractional, gpu_trace=False)
-    num_events = len(raws)
-    doc.traceEvents = raws = None  # the raw slices (and the file's bytes) are no longer needed
-    step_rows = []
-    for j, cat in enumerate(cpu.cat):
-        if cat != GPU_ANNOTATION_CAT and STEP_NAME in cpu.name[j] and cat not in RUNTIME_CATS:
-            match = STEP_RE.search(cpu.name[j])
-            if match:
-                try:
-                    step = limits.int_from_digits(match.group(1), "ProfilerStep number")
-                except limits.LimitError as exc:
-                    raise TraceError(f"event #{cpu.index[j]}: {exc}") from None
-                step_rows.append((step, cpu.ts[j], cpu.ts[j] + cpu.dur[j]))
-    steps = _Steps(step_rows)
-    meta = TraceMeta(**_doc_facts(doc, cpu), ts_fractional=fractional, num_events=num_events,
-                     trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=dev.dur.count(0))
+    """``doc``: a TraceDoc from ``decode`` or a ``columns.Scanned`` from the compiled scanner
+    (:func:`scan_or_decode` picks).  ``fractional``: some timestamp in the file is written with a
+    decimal point (HTA rounds those).  ``gpu_trace``: the file has device categories
+    (``classifier.device_scan`` says so); then only the CPU events needed beside GPU activity are
+    kept, which bounds memory.  Device categories are ``classifier.device_categories``: the
+    vocabulary's and those its rules name."""
+    return build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
+
+
+def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool = True):
+    """The compiled scanner's columns when it is active (``EXTRACTOR``, ``SCALETRACE_EXTRACTOR``)
+    and takes the file; else the reference's msgspec decode (``decode.decode``).
+
+    ``utf8_checked=False``: ``data`` is not yet checked to be UTF-8 (``unpack(check_utf8=False)``).
+    The scanner validates UTF-8 itself (simdjson's stage 1) and refuses invalid text, so the
+    check (0.2 s per 150 MB) runs only before the reference decodes, which then names the byte."""
+    if (extractor or columns.active_extractor()).startswith("compiled") and columns.compiled_available():
+        scanned = columns.scan(data)
+        if scanned is not None:
+            return scanned
+    if not utf8_checked:
+        check_utf8_text(data)
+    return decode(data)
+
+
+def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extracted:
+    """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow)."""
+    dev, cpu, vocab = kept.dev, kept.cpu, kept.vocab
+    steps = _Steps(_step_rows(cpu, vocab))
+    meta = TraceMeta(**_doc_facts(kept.doc, cpu, vocab), ts_fractional=fractional, num_events=kept.num_events,
+                     trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=int((dev.dur == 0).sum()))
     if len(dev):
-        device, coll_rows, spans = _gpu_tables(dev, cpu, steps, classifier)
+        device, coll_rows, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
     else:
-        device, coll_rows, spans = _cpu_tables(cpu, steps, classifier)
+        device, coll_rows, spans = _cpu_tables(cpu, vocab, steps, classifier)
     return Extracted(
         meta=meta,
         device_events=device,
-        cpu_events=_cpu_table(cpu, cpu_only=not len(dev)),
+        cpu_events=_cpu_table(cpu, vocab, cpu_only=not len(dev)),
         steps=pa.table({
             "step": pa.array([r[0] for r in steps.rows], pa.int64()),
             "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
@@ -279,13 +217,29 @@ def extract(doc: TraceDoc, classifier: Classifier, keep_python: bool = False,
     )
 
 
+def _step_rows(cpu: columns.Side, vocab: columns.Vocab) -> list[tuple[int, int, int]]:
+    """(step, ts, end) of the ProfilerStep annotations among the CPU events, in file order."""
+    annotation = by_code(vocab.lower, lambda c: c == GPU_ANNOTATION_CAT or c in RUNTIME_CATS)[cpu.cat]
+    candidate = ~annotation & by_code(vocab.names, lambda n: STEP_NAME in n)[cpu.name]
+    rows = []
+    for j in np.flatnonzero(candidate).tolist():
+        match = STEP_RE.search(vocab.names[cpu.name[j]])
+        if match:
+            try:
+                step = limits.int_from_digits(match.group(1), "ProfilerStep number")
+            except limits.LimitError as exc:
+                raise TraceError(f"event #{int(cpu.index[j])}: {exc}") from None
+            ts, dur = int(cpu.ts[j]), int(cpu.dur[j])
+            rows.append((step, ts, ts + dur))
+    return rows
+
+
 def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int, int]]) -> dict:
     """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
     starts = device["ts_ns"].to_numpy()
     ends = starts + device["dur_ns"].to_numpy()
-    kind_codes = {k: i for i, k in enumerate(KINDS)}
-    other = kind_codes["other"]
-    kinds = np.array([kind_codes.get(k, other) for k in device["kind"].to_pylist()], dtype=np.int8)
+    kinds = (pc.index_in(device["kind"], value_set=pa.array(KINDS, pa.string()))
+             .fill_null(KINDS.index("other")).to_numpy().astype(np.int8))
     step = device["step"]
     has_step = step.is_valid().to_numpy(zero_copy_only=False)
     steps = step.fill_null(0).to_numpy()
@@ -323,11 +277,12 @@ def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
     return pa.array(ordinal, pa.int64())
 
 
-def _doc_facts(doc: TraceDoc, cpu: _Columns) -> dict:
+def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
     """The TraceMeta fields the document's header (and its CPU pids) tell."""
     dist = doc.distributedInfo
     pids: dict = {}
-    for pid in cpu.pid[:5000]:
+    for code in cpu.pid[:5000].tolist():
+        pid = vocab.ids[code]
         if isinstance(pid, int):
             pids[pid] = pids.get(pid, 0) + 1
     devices = [d.name for d in (doc.deviceProperties or []) if d.name]
@@ -343,48 +298,65 @@ def _doc_facts(doc: TraceDoc, cpu: _Columns) -> dict:
     }
 
 
-def _launches(dev: _Columns, cpu: _Columns) -> np.ndarray:
+def _launches(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab) -> np.ndarray:
     """For each device event, the position in ``cpu`` of the runtime call that launched it
     (same correlation; the last such call in the file), or -1."""
-    is_runtime = np.fromiter((c in RUNTIME_CATS for c in cpu.cat), dtype=bool, count=len(cpu))
-    cpu_corr = np.frombuffer(cpu.corr, dtype=np.int64)
-    positions = np.flatnonzero(is_runtime & (cpu_corr != NONE))
-    order = np.argsort(cpu_corr[positions], kind="stable")
-    keys, positions = cpu_corr[positions][order], positions[order]
-    wanted = np.frombuffer(dev.corr, dtype=np.int64)
+    is_runtime = by_code(vocab.lower, lambda c: c in RUNTIME_CATS)[cpu.cat]
+    positions = np.flatnonzero(is_runtime & (cpu.corr != NONE))
+    order = np.argsort(cpu.corr[positions], kind="stable")
+    keys, positions = cpu.corr[positions][order], positions[order]
+    wanted = dev.corr
     k = np.searchsorted(keys, wanted, side="right") - 1
     hit = (k >= 0) & (wanted != NONE)
     hit[hit] = keys[k[hit]] == wanted[hit]
     return np.where(hit, positions[np.maximum(k, 0)] if len(keys) else -1, -1)
 
 
-def _gpu_tables(dev: _Columns, cpu: _Columns, steps: _Steps, classifier: Classifier):
+def _kinds(side: columns.Side, vocab: columns.Vocab, classifier: Classifier, where: str) -> np.ndarray:
+    """Each event's kind as an index into KINDS, classified once per distinct (category, name)."""
+    if not len(side):
+        return np.zeros(0, dtype=np.int8)
+    width = len(vocab.names)
+    pairs, inverse = np.unique(side.cat.astype(np.int64) * width + side.name, return_inverse=True)
+    kinds = [KINDS.index(classifier.classify(where, vocab.lower[p // width], vocab.names[p % width]))
+             for p in pairs.tolist()]
+    return np.array(kinds, dtype=np.int8)[inverse.reshape(-1)]
+
+
+def _lanes(dev: columns.Side, vocab: columns.Vocab) -> pa.Array:
+    """``stream N`` for events with a stream arg, else ``tid T``: one str per distinct lane."""
+    has_stream = dev.stream != NONE
+    streams, stream_lane = np.unique(dev.stream[has_stream], return_inverse=True)
+    tids, tid_lane = np.unique(dev.tid[~has_stream], return_inverse=True)
+    names = [f"stream {s}" for s in streams.tolist()] + [f"tid {vocab.ids[t]}" for t in tids.tolist()]
+    codes = np.empty(len(dev), dtype=np.int32)
+    codes[has_stream] = stream_lane.reshape(-1)
+    codes[~has_stream] = len(streams) + tid_lane.reshape(-1)
+    return _strings(codes, names)
+
+
+def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, steps: _Steps,
+                classifier: Classifier):
     """The device table (GPU events), collective rows and the (start, end) of each comm event."""
     ops = _Enclosing()
-    for j, name in enumerate(cpu.name):
-        if name.startswith(COLLECTIVE_OP_PREFIXES):
-            ops.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], (name, cpu.args.get(j)))
+    is_op = by_code(vocab.names, lambda n: n.startswith(COLLECTIVE_OP_PREFIXES))[cpu.name]
+    for j in np.flatnonzero(is_op).tolist():
+        ts = int(cpu.ts[j])
+        ops.add(vocab.ids[cpu.tid[j]], ts, ts + int(cpu.dur[j]), (vocab.names[cpu.name[j]], cpu.args.get(j)))
     ops.freeze()
-    launch = _launches(dev, cpu)
-    dev_ts = np.frombuffer(dev.ts, dtype=np.int64)
-    cpu_ts = np.frombuffer(cpu.ts, dtype=np.int64)
+    launch = _launches(dev, cpu, vocab)
     # a device event belongs to the step of its launch, else to the step its start falls in
-    step = steps.at_many(np.where(launch >= 0, cpu_ts[np.maximum(launch, 0)] if len(cpu_ts) else 0, dev_ts))
-    lanes: dict = {}
-    lane, kind = [], []
+    step = steps.at_many(np.where(launch >= 0, cpu.ts[np.maximum(launch, 0)] if len(cpu) else 0, dev.ts))
+    kind = _kinds(dev, vocab, classifier, "gpu")
     coll_rows, spans = [], []
-    for i in range(len(dev)):
-        k = classifier.classify("gpu", dev.cat[i], dev.name[i])
-        stream = dev.stream[i]
-        key = ("stream", stream) if stream is not None else ("tid", dev.tid[i])
-        lane.append(lanes.get(key) or lanes.setdefault(key, f"{key[0]} {key[1]}"))
-        kind.append(k)
-        if k == "comm":
-            j = int(launch[i])
-            enclosing = ops.containing(cpu.tid[j], cpu.ts[j]) if j >= 0 else []
-            coll_rows.append(_collective_row(dev.index[i], dev.name[i], dev.args.get(i) or Args(), enclosing))
-            spans.append((dev.ts[i], dev.ts[i] + dev.dur[i]))
-    device = _device_table(_int64(dev.index), lane, dev.stream, dev.device, dev.cat_raw, dev.name, kind,
+    for i in np.flatnonzero(kind == KINDS.index("comm")).tolist():
+        j = int(launch[i])
+        enclosing = ops.containing(vocab.ids[cpu.tid[j]], int(cpu.ts[j])) if j >= 0 else []
+        coll_rows.append(_collective_row(int(dev.index[i]), vocab.names[dev.name[i]], dev.args.get(i) or Args(),
+                                         enclosing))
+        spans.append((int(dev.ts[i]), int(dev.ts[i] + dev.dur[i])))
+    device = _device_table(_int64(dev.index), _lanes(dev, vocab), _nullable(dev.stream), _nullable(dev.device),
+                           _strings(dev.cat, vocab.cats), _strings(dev.name, vocab.names), _strings(kind, KINDS),
                            _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step)
     return device, coll_rows, spans
 
@@ -415,7 +387,7 @@ def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -
     )
 
 
-def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
+def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifier: Classifier):
     """CPU-only trace: lanes are threads; comm on gloo/mpi/ucc threads, compute elsewhere.
 
     A collective call (``c10d::allreduce_``) and what runs inside it is dispatch, not compute;
@@ -423,12 +395,15 @@ def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
     and what runs inside it is not compute either (DESIGN.md, "Classification").  An op that
     encloses a call or a wait (``aten::add`` around a DTensor wait) is stored as its pieces
     outside them, so that the thread's blocked time never counts as compute."""
-    kinds = [classifier.classify("cpu", cat, name) for cat, name in zip(cpu.cat, cpu.name)]
-    comm_tids = {tid for tid, k in zip(cpu.tid, kinds) if k == "comm"}
+    kinds = [KINDS[k] for k in _kinds(cpu, vocab, classifier, "cpu").tolist()]
+    names = [vocab.names[c] for c in cpu.name.tolist()]
+    tids = [vocab.ids[c] for c in cpu.tid.tolist()]
+    ts_list, dur_list = cpu.ts.tolist(), cpu.dur.tolist()
+    comm_tids = {tid for tid, k in zip(tids, kinds) if k == "comm"}
     calls = _Enclosing()
-    for j, name in enumerate(cpu.name):
+    for j, name in enumerate(names):
         if kinds[j] == "sync" or is_collective_call(name):
-            calls.add(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j], True)
+            calls.add(tids[j], ts_list[j], ts_list[j] + dur_list[j], True)
     calls.freeze()
     blocked = _Blocked(calls)
     rows = []  # (position in cpu, ts, dur)
@@ -436,15 +411,16 @@ def _cpu_tables(cpu: _Columns, steps: _Steps, classifier: Classifier):
         if k == "other":
             continue
         if k != "compute":
-            rows.append((j, cpu.ts[j], cpu.dur[j]))
-        elif cpu.tid[j] not in comm_tids and not calls.containing(cpu.tid[j], cpu.ts[j]):
-            rows += [(j, a, b - a) for a, b in blocked.outside(cpu.tid[j], cpu.ts[j], cpu.ts[j] + cpu.dur[j])]
-    coll_rows = [(cpu.index[j], coll.canonical(cpu.name[j]), None, None, None, None, None, None, None,
+            rows.append((j, ts_list[j], dur_list[j]))
+        elif tids[j] not in comm_tids and not calls.containing(tids[j], ts_list[j]):
+            rows += [(j, a, b - a) for a, b in blocked.outside(tids[j], ts_list[j], ts_list[j] + dur_list[j])]
+    index = cpu.index.tolist()
+    coll_rows = [(index[j], coll.canonical(names[j]), None, None, None, None, None, None, None,
                   "cpu_op_name") for j, _, _ in rows if kinds[j] == "comm"]
     spans = [(ts, ts + dur) for j, ts, dur in rows if kinds[j] == "comm"]
     device = _device_table(
-        [cpu.index[j] for j, _, _ in rows], [f"thread {cpu.tid[j]}" for j, _, _ in rows], [None] * len(rows),
-        [None] * len(rows), [cpu.cat_raw[j] for j, _, _ in rows], [cpu.name[j] for j, _, _ in rows],
+        [index[j] for j, _, _ in rows], [f"thread {tids[j]}" for j, _, _ in rows], [None] * len(rows),
+        [None] * len(rows), [vocab.cats[cpu.cat[j]] for j, _, _ in rows], [names[j] for j, _, _ in rows],
         [kinds[j] for j, _, _ in rows], [ts for _, ts, _ in rows], [dur for _, _, dur in rows],
         [None] * len(rows), steps.at_many(np.array([ts for _, ts, _ in rows], dtype=np.int64)))
     return device, coll_rows, spans
@@ -496,34 +472,41 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
                      for i, (name, typ) in enumerate(COLLECTIVE_COLUMNS)})
 
 
-def _cpu_table(cpu: _Columns, cpu_only: bool) -> pa.Table:
+def _cpu_table(cpu: columns.Side, vocab: columns.Vocab, cpu_only: bool) -> pa.Table:
     """Runtime calls, steps, collective ops, kept python_function events and events with a
     stream arg (HTA counts those); on GPU traces ``cpu`` holds only those already."""
-    if not cpu_only:
-        return pa.table({"event_id": _int64(cpu.index), "cat": pa.array(cpu.cat_raw, pa.string()),
-                         "name": pa.array(cpu.name, pa.string()),
-                         "tid": pa.array([_str(t) for t in cpu.tid], pa.string()),
-                         "ts_ns": _int64(cpu.ts), "dur_ns": _int64(cpu.dur),
-                         "correlation": _nullable(cpu.corr), "stream": pa.array(cpu.stream, pa.int64()),
-                         **_shape_columns(cpu, range(len(cpu)))})
-    keep = [j for j in range(len(cpu)) if _needed_on_gpu_trace(cpu.cat[j], cpu.name[j], cpu.stream[j])]
+    if not cpu_only:  # already filtered while reading (columns.needed_on_gpu_trace)
+        keep = np.arange(len(cpu))
+    else:
+        cat = lambda test: by_code(vocab.lower, test)[cpu.cat]  # noqa: E731
+        name = lambda test: by_code(vocab.names, test)[cpu.name]  # noqa: E731
+        keep = np.flatnonzero(
+            cat(lambda c: c in RUNTIME_CATS) | name(lambda n: STEP_NAME in n) | cat(lambda c: c == PYTHON_CAT)
+            | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (cpu.stream != NONE)
+            | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None)))
     return pa.table({
-        "event_id": pa.array([cpu.index[j] for j in keep], pa.int64()),
-        "cat": pa.array([cpu.cat_raw[j] for j in keep], pa.string()),
-        "name": pa.array([cpu.name[j] for j in keep], pa.string()),
-        "tid": pa.array([_str(cpu.tid[j]) for j in keep], pa.string()),
-        "ts_ns": pa.array([cpu.ts[j] for j in keep], pa.int64()),
-        "dur_ns": pa.array([cpu.dur[j] for j in keep], pa.int64()),
-        "correlation": pa.array([None if cpu.corr[j] == NONE else cpu.corr[j] for j in keep], pa.int64()),
-        "stream": pa.array([cpu.stream[j] for j in keep], pa.int64()),
+        "event_id": _int64(cpu.index[keep]),
+        "cat": _strings(cpu.cat[keep], vocab.cats),
+        "name": _strings(cpu.name[keep], vocab.names),
+        "tid": _strings(cpu.tid[keep], [_str(t) for t in vocab.ids]),
+        "ts_ns": _int64(cpu.ts[keep]),
+        "dur_ns": _int64(cpu.dur[keep]),
+        "correlation": _nullable(cpu.corr[keep]),
+        "stream": _nullable(cpu.stream[keep]),
         **_shape_columns(cpu, keep),
     })
 
 
-def _shape_columns(cpu: _Columns, positions) -> dict:
+def _shape_columns(cpu: columns.Side, positions: np.ndarray) -> dict:
     """input_dims, input_types, concrete_inputs (JSON text; NULL for events without shapes)."""
-    rows = [cpu.shapes.get(j, (None, None, None)) for j in positions]
-    return {name: pa.array([r[i] for r in rows], pa.string())
+    rows = list(cpu.shapes.items())
+    codes = np.full(len(positions), len(rows), dtype=np.int32)  # the last value: no shapes
+    for i, (p, _) in enumerate(rows):
+        k = int(np.searchsorted(positions, p))
+        if k < len(positions) and positions[k] == p:
+            codes[k] = i
+    values = [s for _, s in rows] + [(None, None, None)]
+    return {name: _strings(codes, [v[i] for v in values])
             for i, name in enumerate(("input_dims", "input_types", "concrete_inputs"))}
 
 

@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
-from scaletrace.pipeline.decode import TraceError, decode, unpack
-from scaletrace.pipeline.extract import Extracted, TraceMeta, extract, rank_from_filename
+from scaletrace.pipeline.decode import TraceError, unpack
+from scaletrace.pipeline.extract import Extracted, TraceMeta, extract, rank_from_filename, scan_or_decode
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 from scaletrace.pipeline.workers import in_order
 
@@ -156,13 +156,13 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     if sha == known_sha:
         return ParsedFile(sha, nbytes)
     try:
-        data = unpack(raw, limit, TRACE_LIMIT)
+        data = unpack(raw, limit, TRACE_LIMIT, check_utf8=False)  # scan_or_decode checks
         del raw
         json_bytes = len(data)
         classifier = _classifier(rules)
         fractional = FRACTIONAL_TS.search(data) is not None
         gpu_trace = classifier.device_scan.search(data) is not None  # any device category: a GPU trace
-        doc = decode(data)
+        doc = scan_or_decode(data, utf8_checked=False)  # the compiled scanner's columns, or msgspec's decode (the reference)
         del data
         return ParsedFile(sha, nbytes, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:

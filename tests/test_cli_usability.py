@@ -283,3 +283,16 @@ def test_shared_trace_tests_skip_with_the_real_reason(tmp_path):
     assert run.returncode == 0, out
     assert f"real traces not present at {missing}" in out
     assert "empty parameter set" not in out
+
+
+def test_version_and_ingest_v_say_which_extractor(monkeypatch, tmp_path):
+    from scaletrace.pipeline import columns, limits
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert f"extractor: {columns.active_extractor()}" in result.output
+    assert f"gunzip: {limits.GZIP_DECODER}" in result.output
+    monkeypatch.setenv("SCALETRACE_EXTRACTOR", "python")
+    assert "extractor: python (msgspec)" in CliRunner().invoke(main, ["--version"]).output
+    result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--db", str(tmp_path / "t.duckdb"), "-v"])
+    assert result.exit_code == 0 and "extractor: python (msgspec)" in result.stderr

@@ -38,7 +38,8 @@ def test_only_top_level_name_is_scaletrace(wheel):
     with zipfile.ZipFile(wheel) as z:
         top = {name.split("/")[0] for name in z.namelist()}
         names = z.namelist()
-    assert top == {"scaletrace", f"{wheel.name.split('-py')[0]}.dist-info"}
+    # name-version.dist-info (a wheel is name-version-python-abi-platform: pure, or with the compiled extractor)
+    assert top == {"scaletrace", f"{'-'.join(wheel.name.split('-')[:2])}.dist-info"}
     # what the package reads at run time ships with it
     for needed in ("scaletrace/cli.py", "scaletrace/collectors/_boot/sitecustomize.py",
                    "scaletrace/queries/run_summary.sql", "scaletrace/pipeline/schema.sql",

@@ -16,12 +16,20 @@ Builds a trace set from the real traces HTA can load (each run folder copied
 Prints MB/s (uncompressed JSON), the ratios, and peak RSS against the largest
 single file, for 1 copy and ``--copies`` copies: RSS should not grow with the
 number of files.
+
+Every scaletrace figure is given for both extractors (README, "The compiled
+extractor"): the compiled scanner and the reference (``SCALETRACE_EXTRACTOR=python``).
+Then one large trace (``--big-mb``, default 150 MB of JSON: a real GPU trace's
+events replicated with shifted timestamps, correlations and step numbers) is
+ingested by a single worker, against the single-process decode floor, with the
+time of each stage of the worker's parse.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import logging
 import os
 import shutil
@@ -40,6 +48,9 @@ from typing import Optional, Union  # noqa: E402
 import msgspec  # noqa: E402
 
 from scaletrace.pipeline.decode import Event  # noqa: E402  the exact typed event struct ingest decodes
+
+EXTRACTORS = {"compiled": "compiled", "python": "python"}  # label -> SCALETRACE_EXTRACTOR
+BIG_SOURCE = "hta-a100-2rank/rank0.json.gz"  # fractional-µs stamps, NCCL args, memcpy: a typical GPU trace
 
 
 class FloorDoc(msgspec.Struct):
@@ -88,23 +99,120 @@ def time_hta(runs: list[Path]) -> float:
     return time.perf_counter() - start
 
 
-def time_scaletrace(paths: list[Path], db: Path) -> tuple[float, float]:
+def time_scaletrace(paths: list[Path], db: Path, extractor: str = "compiled",
+                    workers: int | None = None) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of the largest process of one ingest."""
     code = ("import resource, sys; from scaletrace import ingest; "
-            "r = ingest(sys.argv[1:-1], db=sys.argv[-1]); "
+            f"r = ingest(sys.argv[1:-1], db=sys.argv[-1], workers={workers!r}); "
             "assert not r.errors, [o.line() for o in r.errors]; "
             "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
             "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
+    env = {**os.environ, "SCALETRACE_EXTRACTOR": EXTRACTORS[extractor]}
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, *map(str, paths), str(db)], cwd=ROOT,
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return time.perf_counter() - start, int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def build_big(src: Path, dest: Path, min_bytes: int) -> int:
+    """A trace of at least ``min_bytes`` of JSON: ``src``'s events copied with timestamps shifted
+    past the previous copy, correlations and External ids moved apart, step numbers renumbered.
+    Numbers keep their digits (Decimal), so fractional-µs stamps stay as written."""
+    import msgspec
+    from decimal import Decimal
+    doc = json.loads(gzip.decompress(src.read_bytes()), parse_float=Decimal)
+    events = doc["traceEvents"]
+    ends = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), (int, Decimal))]
+    span = max(ends) - min(ends) + 1000
+    encoder = msgspec.json.Encoder(decimal_format="number")
+    copies = -(-min_bytes // len(encoder.encode(doc)))
+    out = []
+    for k in range(copies):
+        for e in events:
+            e = dict(e)
+            if isinstance(e.get("ts"), (int, Decimal)):
+                e["ts"] = e["ts"] + k * span
+            if isinstance(e.get("args"), dict):
+                e["args"] = {key: v + k * 10_000_000 if key in ("correlation", "External id") and isinstance(v, int)
+                             else v for key, v in e["args"].items()}
+            if isinstance(e.get("name"), str) and e["name"].startswith("ProfilerStep#"):
+                e["name"] = f"ProfilerStep#{int(e['name'][13:]) + 100 * k}"
+            out.append(e)
+    doc["traceEvents"] = out
+    data = encoder.encode(doc)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    return len(data)
+
+
+STAGES = r"""
+import json, sys, time, resource, hashlib, os
+from scaletrace.pipeline import columns, limits
+from scaletrace.pipeline.classify import Classifier
+from scaletrace.pipeline.decode import decode, unpack
+from scaletrace.pipeline.extract import build, read, scan_or_decode
+from scaletrace.pipeline.ingest import FRACTIONAL_TS
+t = {}
+def lap(name, start):
+    t[name] = time.perf_counter() - start
+    return time.perf_counter()
+now = time.perf_counter()
+raw = limits.read_regular(sys.argv[1], 1 << 40); hashlib.sha256(raw).hexdigest(); now = lap("read + sha256", now)
+data = unpack(raw, check_utf8=False); del raw; now = lap("gunzip", now)  # as parse_file
+classifier = Classifier()
+fractional = FRACTIONAL_TS.search(data) is not None
+gpu = classifier.device_scan.search(data) is not None; now = lap("byte regex pre-scans", now)
+doc = scan_or_decode(data, utf8_checked=False); del data
+now = lap("scan (simdjson, validates UTF-8)" if isinstance(doc, columns.Scanned)
+          else "UTF-8 check + decode (msgspec, raw events)", now)
+kept = read(doc, classifier, False, gpu)
+now = lap("stage 1: keep/drop per distinct value" if isinstance(doc, columns.Scanned)
+          else "stage 1: msgspec Event per event + Python filter", now)
+ext = build(kept, classifier, fractional); now = lap("stage 2: tables (numpy / Arrow)", now)
+print(json.dumps({"extractor": columns.active_extractor(), "stages": t,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def time_stages(path: Path, extractor: str) -> dict:
+    """Seconds per stage of one worker's parse of ``path`` (a fresh process, as a worker is)."""
+    env = {**os.environ, "SCALETRACE_EXTRACTOR": EXTRACTORS[extractor]}
+    out = subprocess.run([sys.executable, "-c", STAGES, str(path)], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def floor_big(path: Path) -> float:
+    data = path.read_bytes()
+    start = time.perf_counter()
+    doc = FLOOR.decode(data)
+    assert doc.traceEvents
+    return time.perf_counter() - start
+
+
+def big_trace(traces: Path, tmp: Path, min_mb: int) -> None:
+    """Single-worker ingest of one large trace, per extractor, against the decode floor."""
+    path = tmp / "big" / "rank0.json"
+    mb = build_big(traces / BIG_SOURCE, path, min_mb * 1_000_000) / 1e6
+    print(f"\nlarge trace: {mb:.1f} MB JSON ({BIG_SOURCE} replicated), one worker")
+    t_floor = floor_big(path)
+    print(f"  decode floor (msgspec typed events, in process): {t_floor:6.2f} s {mb / t_floor:7.1f} MB/s")
+    for extractor in EXTRACTORS:
+        t_ingest, rss = time_scaletrace([path.parent], tmp / f"big-{extractor}.duckdb", extractor, workers=1)
+        found = time_stages(path, extractor)
+        parse = sum(found["stages"].values())
+        print(f"  {found['extractor']:28s} ingest {t_ingest:6.2f} s {mb / t_ingest:7.1f} MB/s "
+              f"(whole process), parse {parse:5.2f} s {mb / parse:7.1f} MB/s, "
+              f"{t_ingest / t_floor:5.2f} x the floor, peak RSS {rss:.0f} MB")
+        for stage, seconds in found["stages"].items():
+            print(f"      {stage:46s} {seconds:6.2f} s  {100 * seconds / parse:4.0f} %")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    parser.add_argument("--big-mb", type=int, default=150, help="size of the large trace (0: skip it)")
     args = parser.parse_args()
     workers = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,17 +226,20 @@ def main() -> None:
               f"(largest file {largest:.1f} MB), {args.copies} copies of {len(HTA_LOADABLE)} real runs")
         t_hta = time_hta(runs)
         t_floor = time_floor(files, workers)
-        t_ours, rss = time_scaletrace(runs, tmp / "bench.duckdb")
         one_copy = [r for r in runs if r.name.endswith("-copy0")]
-        _, rss_one = time_scaletrace(one_copy, tmp / "one.duckdb")
         print(f"HTA TraceAnalysis load: {t_hta:7.2f} s  {mb / t_hta:7.1f} MB/s")
         print(f"decode floor:           {t_floor:7.2f} s  {mb / t_floor:7.1f} MB/s  ({workers} processes)")
-        print(f"scaletrace ingest:      {t_ours:7.2f} s  {mb / t_ours:7.1f} MB/s  (incl. interpreter start)")
-        print(f"speed-up vs HTA:        {t_hta / t_ours:7.1f} x   (target >= 10 x)")
-        print(f"ratio to the floor:     {t_ours / t_floor:7.2f} x   (target <= 2 x)")
-        print(f"peak RSS: {rss:.0f} MB with {len(files)} files, {rss_one:.0f} MB with {len(one_copy)} "
-              f"(largest file {largest:.1f} MB JSON)")
-
+        for extractor in EXTRACTORS:
+            t_ours, rss = time_scaletrace(runs, tmp / f"bench-{extractor}.duckdb", extractor)
+            _, rss_one = time_scaletrace(one_copy, tmp / f"one-{extractor}.duckdb", extractor)
+            print(f"scaletrace ingest, {extractor} extractor:")
+            print(f"  {t_ours:7.2f} s  {mb / t_ours:7.1f} MB/s  (incl. interpreter start)")
+            print(f"  speed-up vs HTA:        {t_hta / t_ours:7.1f} x   (target >= 10 x)")
+            print(f"  ratio to the floor:     {t_ours / t_floor:7.2f} x   (target <= 2 x)")
+            print(f"  peak RSS: {rss:.0f} MB with {len(files)} files, {rss_one:.0f} MB with {len(one_copy)} "
+                  f"(largest file {largest:.1f} MB JSON)")
+        if args.big_mb:
+            big_trace(args.traces, tmp, args.big_mb)
 
 if __name__ == "__main__":
     main()

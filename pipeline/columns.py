@@ -1,0 +1,341 @@
+"""Stage 1 of extract: a trace's kept events as columns (README, "The compiled extractor").
+
+Two readers give the same :class:`Kept`:
+
+* the reference, :func:`read_python`: msgspec decodes every event into an ``Event`` struct and
+  Python filters and validates it, event by event (``pipeline/decode.py``);
+* the compiled scanner, :func:`read_compiled`: ``pipeline/_scan.cpp`` (simdjson On-Demand) turns
+  the JSON into columns of every complete event, and the keep / drop decisions are taken here
+  once per distinct category and name, then applied to whole columns.  Whatever the scanner is
+  not certain to read exactly as the reference does, it refuses ("fallback": ``None``), and the
+  reference reads the file; so every error message is the reference's.
+
+Strings are dictionary-encoded: each side's ``cat`` / ``name`` / ``pid`` / ``tid`` column holds
+codes into the trace's one :class:`Vocab`.  Ints are numpy int64; ``NONE`` marks an absent
+stream, device or correlation.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+
+from scaletrace.pipeline import limits, oneline
+from scaletrace.pipeline.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
+                                       TraceError, iter_events)
+from scaletrace.pipeline.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
+                                            PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME)
+
+try:  # built by setup.py where a compiler and simdjson are present
+    from scaletrace.pipeline import _scan
+except ImportError:  # pragma: no cover - depends on the build
+    _scan = None
+
+NONE = -(2**63)  # "absent" in int columns: _int rejects every value this far out
+ENV = "SCALETRACE_EXTRACTOR"  # "python" forces the reference extractor
+
+
+def compiled_available() -> bool:
+    return _scan is not None
+
+
+def active_extractor() -> str:
+    """What extract uses now: ``compiled (simdjson X.Y.Z)`` or ``python (msgspec)``."""
+    if _scan is not None and os.environ.get(ENV, "").lower() != "python":
+        return f"compiled (simdjson {_scan.SIMDJSON_VERSION})"
+    return "python (msgspec)"
+
+
+class Vocab:
+    """The distinct categories (str or None), names (str: a missing name is ""), and pid / tid
+    values (int, str or None) of one trace; columns hold codes into these lists."""
+
+    def __init__(self, cats: list, names: list, ids: list):
+        self.cats, self.names, self.ids = cats, names, ids
+        self.lower = [(c or "").lower() for c in cats]  # extract compares categories lower-cased
+
+
+@dataclass
+class Side:
+    """The kept events of one side (device or CPU), in file order."""
+
+    index: np.ndarray  # event's position in traceEvents
+    ts: np.ndarray  # ns
+    dur: np.ndarray  # ns
+    cat: np.ndarray  # int32 code into Vocab.cats
+    name: np.ndarray  # int32 code into Vocab.names
+    pid: np.ndarray  # int32 code into Vocab.ids
+    tid: np.ndarray
+    stream: np.ndarray  # int64, NONE when absent
+    device: np.ndarray
+    corr: np.ndarray
+    args: dict = field(default_factory=dict)  # position -> Args, events with collective metadata
+    shapes: dict = field(default_factory=dict)  # position -> (Input Dims, Input type, Concrete Inputs)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def take(self, positions: np.ndarray) -> "Side":
+        """The rows at ``positions`` (sorted), args and shapes renumbered."""
+        return Side(*(getattr(self, n)[positions] for n in _ARRAYS),
+                    args=_renumber(self.args, positions), shapes=_renumber(self.shapes, positions))
+
+
+def _renumber(rows: dict, positions: np.ndarray) -> dict:
+    """``rows`` (position -> item) for the positions kept, numbered by their place in ``positions``."""
+    if not rows:
+        return {}
+    old = np.fromiter(rows, dtype=np.int64, count=len(rows))
+    new = np.searchsorted(positions, old)
+    found = new < len(positions)
+    found[found] = positions[new[found]] == old[found]
+    return {n: rows[o] for o, n, ok in zip(old.tolist(), new.tolist(), found.tolist()) if ok}
+
+
+_ARRAYS = ("index", "ts", "dur", "cat", "name", "pid", "tid", "stream", "device", "corr")
+
+
+@dataclass
+class Kept:
+    """Stage 1's result: the kept device and CPU events, and the document's header."""
+
+    vocab: Vocab
+    dev: Side
+    cpu: Side
+    num_events: int
+    doc: object  # the TraceDoc (traceEvents dropped) or Scanned: header fields
+
+
+# -- the reference: msgspec Event structs, one by one ------------------------------------------------
+
+def _times(index: int, ev: Event) -> tuple[int, int]:
+    """(ts, dur) in integer ns, validated; Decimal keeps every digit of ns-resolution stamps."""
+    if ev.ts is None or ev.dur is None:
+        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): missing {'ts' if ev.ts is None else 'dur'}")
+    try:  # the exponent is checked before int(): 1e999990 would take tens of seconds
+        ts, dur = limits.ns_from_us(ev.ts), limits.ns_from_us(ev.dur)
+    except limits.LimitError as exc:
+        raise TraceError(f"event #{index} ({ev.cat} {oneline.one_line(repr(ev.name), 80)}): ts or dur {exc}") from None
+    if not (-INT64_MAX <= ts <= INT64_MAX and 0 <= dur <= INT64_MAX):
+        if dur < 0:
+            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
+        raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): timestamp {ev.ts} µs is beyond "
+                         "64-bit nanoseconds")
+    return ts, dur
+
+
+def to_int(value, what: str, index: int) -> int | None:
+    """An int arg (ints written as strings are accepted); None when absent or not a number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            return None
+    if abs(value) > INT64_MAX:
+        raise TraceError(f"event #{index}: {what} {value} is beyond 64 bits")
+    return value
+
+
+class _Builder:
+    """One side's kept events while the reference reads them."""
+
+    def __init__(self, codes: "_Codes"):
+        self.codes = codes
+        self.index, self.ts, self.dur = array("q"), array("q"), array("q")
+        self.cat, self.name, self.pid, self.tid = array("i"), array("i"), array("i"), array("i")
+        self.stream, self.device, self.corr = array("q"), array("q"), array("q")
+        self.args: dict[int, Args] = {}
+        self.shapes: dict[int, tuple] = {}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def add(self, index: int, ev: Event) -> None:
+        ts, dur = _times(index, ev)
+        a = ev.args
+        stream = device = corr = None
+        if a is not None:
+            stream = to_int(a.stream, "stream", index)
+            device = to_int(a.device, "device", index)
+            corr = to_int(a.correlation, "correlation", index)
+            if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
+                self.args[len(self.index)] = a
+            if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
+                self.shapes[len(self.index)] = _shapes(a)
+        self.index.append(index)
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.cat.append(self.codes.cat(ev.cat))
+        self.name.append(self.codes.name(ev.name or ""))
+        self.pid.append(self.codes.id(ev.pid))
+        self.tid.append(self.codes.id(ev.tid))
+        self.stream.append(NONE if stream is None else stream)
+        self.device.append(NONE if device is None else device)
+        self.corr.append(NONE if corr is None else corr)
+
+    def side(self) -> Side:
+        return Side(*(np.frombuffer(getattr(self, n), dtype=np.int32 if n in _CODES else np.int64)
+                      for n in _ARRAYS), args=self.args, shapes=self.shapes)
+
+
+_CODES = ("cat", "name", "pid", "tid")
+
+
+def _shapes(a: Args) -> tuple:
+    return tuple(bytes(r).decode() or None for r in (a.input_dims, a.input_types, a.concrete_inputs))
+
+
+class _Codes:
+    """Distinct values -> codes, for the reference reader."""
+
+    def __init__(self):
+        self.cats: dict = {}
+        self.names: dict = {}
+        self.ids: dict = {}  # keyed by (type, value): 1 and True, "1" and 1 stay apart
+
+    def cat(self, value) -> int:
+        return self.cats.setdefault(value, len(self.cats))
+
+    def name(self, value) -> int:
+        return self.names.setdefault(value, len(self.names))
+
+    def id(self, value) -> int:
+        return self.ids.setdefault((type(value), value), len(self.ids))
+
+    def vocab(self) -> Vocab:
+        return Vocab(list(self.cats), list(self.names), [v for _, v in self.ids])
+
+
+def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_trace: bool) -> Kept:
+    """The reference stage 1: decode events in batches, keep what extract needs.  ``gpu_trace``:
+    only the CPU events needed beside GPU activity are kept while decoding (bounded memory)."""
+    raws = doc.traceEvents or []
+    codes = _Codes()
+    dev, cpu = _Builder(codes), _Builder(codes)
+    lower: dict = {}
+    for index, ev in enumerate(iter_events(raws)):
+        if ev.ph != "X":
+            continue
+        cat = lower.get(ev.cat)
+        if cat is None:
+            cat = lower[ev.cat] = (ev.cat or "").lower()
+        if cat in device_cats:
+            dev.add(index, ev)
+        elif index == 0 and gpu_trace and cat != PROFILER_CAT:
+            # HTA links a kernel whose correlation has no CPU call to the trace's first
+            # event (index_correlation 0): hta_events needs that event's time
+            cpu.add(index, ev)
+        elif cat == PROFILER_CAT or (cat == PYTHON_CAT and not keep_python):
+            continue
+        elif cat == GPU_ANNOTATION_CAT and STEP_NAME not in (ev.name or ""):
+            continue
+        elif not gpu_trace or needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream):
+            cpu.add(index, ev)  # (GPU-side ProfilerSteps are kept for HTA's filter)
+    if gpu_trace and not len(dev):  # the byte scan was fooled: decode again keeping CPU lanes
+        return read_python(doc, device_cats, keep_python, gpu_trace=False)
+    num_events = len(raws)
+    doc.traceEvents = None  # the raw slices (and the file's bytes) are no longer needed
+    return Kept(codes.vocab(), dev.side(), cpu.side(), num_events, doc)
+
+
+def needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
+    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events,
+    FLOP-counted op candidates (with their shapes)."""
+    return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
+            or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
+            or (cat == CPU_OP_CAT and FLOP_OP_RE.match(name) is not None))
+
+
+# -- the compiled scanner: columns of every complete event, decisions per distinct value ----------
+
+_EVENT = msgspec.json.Decoder(Event)
+
+
+class Scanned:
+    """What the compiled scanner read: every complete event as columns, and the header fields of
+    a TraceDoc (``distributedInfo``, ``deviceProperties``, ...), so that code reading a document's
+    header reads either."""
+
+    def __init__(self, every: Side, vocab: Vocab, num_events: int, header: dict):
+        self.every, self.vocab, self.num_events = every, vocab, num_events
+        dist = {k: header[k] for k in ("rank", "world_size", "backend", "nccl_version")}
+        self.distributedInfo = DistributedInfo(**dist) if any(v is not None for v in dist.values()) else None
+        self.deviceProperties = [DeviceProperties(name=n) for n in header["device_names"]]
+        self.baseTimeNanoseconds = header["base_time_ns"]
+        self.host_name = header["host"]
+
+    def kept(self, device_cats: frozenset, keep_python: bool, gpu_trace: bool) -> Kept:
+        dev, cpu = select(self.every, self.vocab, device_cats, keep_python, gpu_trace)
+        if gpu_trace and not len(dev):  # as the reference: keep CPU lanes
+            dev, cpu = select(self.every, self.vocab, device_cats, keep_python, gpu_trace=False)
+        return Kept(self.vocab, dev, cpu, self.num_events, self)
+
+
+def scan(data: bytes) -> Scanned | None:
+    """Stage 1 through ``_scan``; None when the scanner refuses the file (the caller then decodes
+    it with msgspec and runs :func:`read_python`)."""
+    scanned = _scan.scan(data)
+    if scanned is None:
+        return None
+    cats = scanned["cats"] + [None]  # code -1 (no category) is the last entry
+    names = scanned["names"] + [""]  # a missing name reads as "" (extract's `ev.name or ""`)
+    ids = scanned["ids"] + [None]
+    vocab = Vocab(cats, names, ids)
+    cols = {n: np.frombuffer(scanned[n], dtype=np.int64) for n in ("index", "ts", "dur", "stream", "device")}
+    cols["corr"] = np.frombuffer(scanned["correlation"], dtype=np.int64)
+    for n, table in (("cat", cats), ("name", names), ("pid", ids), ("tid", ids)):
+        codes = np.frombuffer(scanned[n], dtype=np.int32)
+        cols[n] = np.where(codes < 0, len(table) - 1, codes).astype(np.int32)
+    every = Side(**cols)
+    if not _attach_rare(every, scanned["rare"], data, vocab):
+        return None
+    return Scanned(every, vocab, scanned["num_events"], scanned)
+
+
+def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
+    """Collective metadata and recorded shapes of the few events that carry them: each event's
+    JSON text decoded by msgspec, as the reference decodes it."""
+    rows = np.frombuffer(rare, dtype=np.int64).reshape(-1, 4)  # position, start, end, what (_scan.cpp Rare)
+    flop = flags_by_code(vocab.names, lambda n: FLOP_OP_RE.match(n) is not None)
+    wanted = (rows[:, 3] & 1).astype(bool) | ((rows[:, 3] & 2).astype(bool) & flop[every.name[rows[:, 0]]])
+    for position, start, end, _ in rows[wanted].tolist():  # shapes are kept for FLOP-counted ops only
+        try:
+            a = _EVENT.decode(data[start:end].rstrip(b" \t\r\n,")).args
+        except msgspec.DecodeError:  # not expected after the scan: let the reference decide
+            return False
+        if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
+            every.args[position] = a
+        if len(a.input_dims) and FLOP_OP_RE.match(vocab.names[every.name[position]]):
+            every.shapes[position] = _shapes(a)
+    return True
+
+
+def flags_by_code(values: list, test) -> np.ndarray:
+    """``test`` of each distinct value, as a bool array indexed by code."""
+    return np.fromiter((bool(test(v)) for v in values), dtype=bool, count=len(values))
+
+
+def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
+           gpu_trace: bool) -> tuple[Side, Side]:
+    """read_python's keep / drop chain on whole columns: each test is taken once per distinct
+    category or name, then indexed by the codes."""
+    cat = lambda test: flags_by_code(vocab.lower, test)[every.cat]  # noqa: E731
+    name = lambda test: flags_by_code(vocab.names, test)[every.name]  # noqa: E731
+    is_dev = cat(lambda c: c in device_cats)
+    profiler = cat(lambda c: c == PROFILER_CAT)
+    python = cat(lambda c: c == PYTHON_CAT)
+    step_name = name(lambda n: STEP_NAME in n)
+    needed = (cat(lambda c: c in RUNTIME_CATS) | step_name | python
+              | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (every.stream != NONE)
+              | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None)))
+    first = (every.index == 0) & gpu_trace & ~profiler
+    rest = (~profiler & ~(python & (not keep_python)) & ~(cat(lambda c: c == GPU_ANNOTATION_CAT) & ~step_name)
+            & (needed | (not gpu_trace)))
+    keep_cpu = ~is_dev & (first | rest)
+    return every.take(np.flatnonzero(is_dev)), every.take(np.flatnonzero(keep_cpu))
