@@ -532,19 +532,33 @@ PyObject *to_python(const Out &out) {
   return d;
 }
 
-PyObject *scan(PyObject *, PyObject *arg) {
+PyObject *scan(PyObject *, PyObject *args) {
+  // scan(buffer[, length]): the JSON is the buffer's first `length` bytes (default: all of it).  When the
+  // buffer holds SIMDJSON_PADDING readable bytes past `length`, simdjson reads it in place; otherwise it
+  // is copied into a padded string first (a second copy of the trace in memory).
+  PyObject *arg;
+  Py_ssize_t length = -1;
+  if (!PyArg_ParseTuple(args, "O|n", &arg, &length)) return nullptr;
   Py_buffer view;
   if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) return nullptr;
+  if (length < 0 || length > view.len) length = view.len;
+  const bool in_place = (size_t)(view.len - length) >= SIMDJSON_PADDING;
   Out out;
   bool fallback = false;
   ondemand::parser parser;
   padded_string padded;
   Py_BEGIN_ALLOW_THREADS;
   try {
-    padded = padded_string(static_cast<const char *>(view.buf), (size_t)view.len);
+    const char *json = static_cast<const char *>(view.buf);
     ondemand::document doc;
-    if (parser.iterate(padded).get(doc)) throw Fallback{};
-    scan_document(doc, padded.data(), out);
+    if (in_place) {
+      if (parser.iterate(json, (size_t)length, (size_t)view.len).get(doc)) throw Fallback{};
+    } else {
+      padded = padded_string(json, (size_t)length);
+      json = padded.data();
+      if (parser.iterate(padded).get(doc)) throw Fallback{};
+    }
+    scan_document(doc, json, out);
   } catch (Fallback &) {
     fallback = true;
   } catch (std::exception &) {  // bad_alloc and the like: the reference reports what it can
@@ -562,8 +576,8 @@ PyObject *scan(PyObject *, PyObject *arg) {
 }
 
 PyMethodDef methods[] = {
-    {"scan", scan, METH_O,
-     "scan(data) -> dict of columns of the trace's complete events, or None when the Python "
+    {"scan", scan, METH_VARARGS,
+     "scan(data[, length]) -> dict of columns of the trace's complete events, or None when the Python "
      "extractor must read the file (anything unusual)."},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -586,6 +600,10 @@ PyMODINIT_FUNC PyInit__scan(void) {
   }
   std::string version = std::to_string(SIMDJSON_VERSION_MAJOR) + "." + std::to_string(SIMDJSON_VERSION_MINOR) +
                         "." + std::to_string(SIMDJSON_VERSION_REVISION);
+  if (PyModule_AddIntConstant(m, "PADDING", SIMDJSON_PADDING) != 0) {  // bytes scan() wants past the JSON
+    Py_DECREF(m);
+    return nullptr;
+  }
   if (PyModule_AddStringConstant(m, "SIMDJSON_VERSION", version.c_str()) != 0) {
     Py_DECREF(m);
     return nullptr;

@@ -277,10 +277,16 @@ class Scanned:
         return Kept(self.vocab, dev, cpu, self.num_events, self)
 
 
-def scan(data: bytes) -> Scanned | None:
+def padding() -> int:
+    """Readable bytes the scanner wants after the JSON to read a buffer in place."""
+    return _scan.PADDING if _scan is not None else 0
+
+
+def scan(data: bytes, buffer: bytearray | None = None) -> Scanned | None:
     """Stage 1 through ``_scan``; None when the scanner refuses the file (the caller then decodes
-    it with msgspec and runs :func:`read_python`)."""
-    scanned = _scan.scan(data)
+    it with msgspec and runs :func:`read_python`).  ``buffer``: ``data`` is its first bytes and
+    :func:`padding` bytes follow (``limits.padded``), so simdjson reads it without a copy."""
+    scanned = _scan.scan(data) if buffer is None else _scan.scan(buffer, len(data))
     if scanned is None:
         return None
     cats = scanned["cats"] + [None]  # code -1 (no category) is the last entry
@@ -306,7 +312,7 @@ def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
     wanted = (rows[:, 3] & 1).astype(bool) | ((rows[:, 3] & 2).astype(bool) & flop[every.name[rows[:, 0]]])
     for position, start, end, _ in rows[wanted].tolist():  # shapes are kept for FLOP-counted ops only
         try:
-            a = _EVENT.decode(data[start:end].rstrip(b" \t\r\n,")).args
+            a = _EVENT.decode(bytes(data[start:end]).rstrip(b" \t\r\n,")).args
         except msgspec.DecodeError:  # not expected after the scan: let the reference decide
             return False
         if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:

@@ -100,15 +100,16 @@ BATCH = 20_000
 
 
 def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size limit",
-           check_utf8: bool = True) -> bytes:
+           check_utf8: bool = True, pad: int = 0) -> bytes:
     """A file's bytes, gunzipped when they are gzip (refused past ``max_bytes`` decompressed),
-    checked to be UTF-8 (``check_utf8=False``: the caller checks, see ``extract.scan_or_decode``)."""
+    checked to be UTF-8 (``check_utf8=False``: the caller checks, see ``extract.scan_or_decode``).
+    ``pad``: gunzipped bytes come padded (``limits.padded``), as ``raw`` should then be."""
     if not raw:
         raise TraceError("empty file (0 bytes)")
     data = raw
     if raw[:2] == b"\x1f\x8b":
         try:
-            data = limits.gunzip(raw, max_bytes or limits.default_max_trace_bytes(), limit_name)
+            data = limits.gunzip(raw, max_bytes or limits.default_max_trace_bytes(), limit_name, pad)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(f"truncated or corrupt gzip ({exc})") from None
         except limits.LimitError as exc:

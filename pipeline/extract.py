@@ -178,15 +178,23 @@ def extract(doc, classifier: Classifier, keep_python: bool = False,
     return build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
 
 
-def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool = True):
+def scan_padding() -> int:
+    """Bytes the active extractor wants readable after a file's JSON (``limits.padded``): simdjson's
+    padding for the compiled scanner, which then reads the file's buffer in place; 0 for the reference."""
+    return columns.padding() if columns.active_extractor().startswith("compiled") else 0
+
+
+def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool = True,
+                   buffer: bytearray | None = None):
     """The compiled scanner's columns when it is active (``EXTRACTOR``, ``SCALETRACE_EXTRACTOR``)
     and takes the file; else the reference's msgspec decode (``decode.decode``).
 
     ``utf8_checked=False``: ``data`` is not yet checked to be UTF-8 (``unpack(check_utf8=False)``).
     The scanner validates UTF-8 itself (simdjson's stage 1) and refuses invalid text, so the
-    check (0.2 s per 150 MB) runs only before the reference decodes, which then names the byte."""
+    check (0.2 s per 150 MB) runs only before the reference decodes, which then names the byte.
+    ``buffer``: ``data`` is its first bytes, with ``scan_padding()`` bytes after them."""
     if (extractor or columns.active_extractor()).startswith("compiled") and columns.compiled_available():
-        scanned = columns.scan(data)
+        scanned = columns.scan(data, buffer)
         if scanned is not None:
             return scanned
     if not utf8_checked:

@@ -22,7 +22,8 @@ import pyarrow as pa
 from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, unpack
-from scaletrace.pipeline.extract import Extracted, TraceMeta, extract, rank_from_filename, scan_or_decode
+from scaletrace.pipeline.extract import (Extracted, TraceMeta, extract, rank_from_filename, scan_or_decode,
+                                        scan_padding)
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 from scaletrace.pipeline.workers import in_order
 
@@ -147,7 +148,8 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     ``limits.default_max_trace_bytes()``)."""
     limit = max_trace_bytes or limits.default_max_trace_bytes()
     try:
-        raw = limits.read_regular(path, limit, TRACE_LIMIT)
+        pad = scan_padding()  # room the compiled scanner reads past the JSON (0: the reference reads)
+        raw = limits.read_regular(path, limit, TRACE_LIMIT, pad=pad)
     except OSError as exc:
         return ParsedFile(None, 0, error=f"cannot read file ({exc.strerror or exc})")
     except (limits.LimitError, MemoryError) as exc:
@@ -156,13 +158,14 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     if sha == known_sha:
         return ParsedFile(sha, nbytes)
     try:
-        data = unpack(raw, limit, TRACE_LIMIT, check_utf8=False)  # scan_or_decode checks
+        data = unpack(raw, limit, TRACE_LIMIT, check_utf8=False, pad=pad)  # scan_or_decode checks
         del raw
         json_bytes = len(data)
         classifier = _classifier(rules)
         fractional = FRACTIONAL_TS.search(data) is not None
         gpu_trace = classifier.device_scan.search(data) is not None  # any device category: a GPU trace
-        doc = scan_or_decode(data, utf8_checked=False)  # the compiled scanner's columns, or msgspec's decode (the reference)
+        # the compiled scanner's columns (read in place from the padded buffer), or msgspec's decode (the reference)
+        doc = scan_or_decode(data, utf8_checked=False, buffer=data.obj if pad else None)
         del data
         return ParsedFile(sha, nbytes, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:

@@ -65,13 +65,15 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def read_regular(path: str | os.PathLike, max_bytes: int, limit_name: str = "the size limit") -> bytes:
+def read_regular(path: str | os.PathLike, max_bytes: int, limit_name: str = "the size limit",
+                 pad: int = 0) -> bytes | memoryview:
     """The bytes of a regular file of at most ``max_bytes``.
 
     Opened without blocking (a FIFO would otherwise wait for a writer for ever) and checked
     with fstat on the open file (no race with a rename): a FIFO, a device such as /dev/zero, a
     socket or a directory is a LimitError, as is a file larger than ``max_bytes``; OSError as
-    ``open`` raises it."""
+    ``open`` raises it.  ``pad``: a memoryview of the bytes over a buffer (its ``obj``) with
+    ``pad`` spaces after them (see :func:`padded`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
@@ -83,10 +85,34 @@ def read_regular(path: str | os.PathLike, max_bytes: int, limit_name: str = "the
         os.close(fd)
         raise
     with os.fdopen(fd, "rb", buffering=0) as handle:
+        if pad:
+            buffer = bytearray(info.st_size + pad)
+            view, size = memoryview(buffer), 0
+            while size < info.st_size:  # a read returns at most ~2 GiB
+                got = handle.readinto(view[size:info.st_size])
+                if not got:  # the file shrank while read
+                    break
+                size += got
+            del view
+            grew = size == info.st_size
+            while grew and size <= max_bytes and (more := handle.read(1 << 20)):
+                buffer[size:size] = more  # the file grew while read
+                size += len(more)
+            if size > max_bytes:
+                raise LimitError(f"over {limit_name} of {size_text(max_bytes)} (the file grew while read)")
+            return padded(buffer, size)
         data = handle.readall()  # one buffer of the fstat size, grown only if the file grew
     if len(data) > max_bytes:
         raise LimitError(f"over {limit_name} of {size_text(max_bytes)} (the file grew while read)")
     return data
+
+
+def padded(buffer: bytearray, size: int) -> memoryview:
+    """The first ``size`` bytes of ``buffer``, whose rest becomes spaces: JSON readers see the bytes,
+    and the compiled scanner reads them in place (simdjson wants readable bytes past the end),
+    where it would otherwise copy the whole trace.  The buffer is the view's ``obj``."""
+    buffer[size:] = b" " * (len(buffer) - size)
+    return memoryview(buffer)[:size]
 
 
 def _file_kind(mode: int) -> str:
@@ -98,25 +124,26 @@ def _file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def gunzip(raw: bytes, max_bytes: int, limit_name: str = "the size limit") -> bytes:
+def gunzip(raw: bytes, max_bytes: int, limit_name: str = "the size limit", pad: int = 0) -> bytes | memoryview:
     """Decompress gzip data (all members), refusing as soon as the output passes ``max_bytes``:
     a small .gz of whitespace would otherwise fill the machine's memory.  Raises LimitError
     past the limit, EOFError when truncated, zlib.error when corrupt.
 
     ISA-L (PyPI ``isal``, ~5x the standard library here) inflates when installed; the bytes are
     the same (DEFLATE has one decoding).  A stream ISA-L refuses is inflated again by the
-    standard library, so that a corrupt file's error says what zlib says, wherever it runs."""
+    standard library, so that a corrupt file's error says what zlib says, wherever it runs.
+    ``pad``: as for :func:`read_regular`."""
     if _FAST_ZLIB is not None:
         try:
-            return _gunzip(_FAST_ZLIB, raw, max_bytes, limit_name)
+            return _gunzip(_FAST_ZLIB, raw, max_bytes, limit_name, pad)
         except LimitError:
             raise
         except Exception:  # noqa: BLE001  corrupt or truncated: the standard library's own words
             pass
-    return _gunzip(zlib, raw, max_bytes, limit_name)
+    return _gunzip(zlib, raw, max_bytes, limit_name, pad)
 
 
-def _gunzip(inflate, raw: bytes, max_bytes: int, limit_name: str) -> bytes:
+def _gunzip(inflate, raw: bytes, max_bytes: int, limit_name: str, pad: int) -> bytes | memoryview:
     pieces: list[bytes] = []
     total = 0
     rest = memoryview(raw)
@@ -136,7 +163,15 @@ def _gunzip(inflate, raw: bytes, max_bytes: int, limit_name: str) -> bytes:
             raise EOFError("compressed data ended before the end-of-stream marker")
         rest = inflater.unused_data
         if not rest or not rest.strip(b"\x00"):  # gzip allows zero padding after the last member
-            return b"".join(pieces)
+            if not pad:
+                return b"".join(pieces)
+            buffer = bytearray(total + pad)  # the one copy join would make, with room for the padding
+            at = 0
+            for piece in pieces:
+                buffer[at:at + len(piece)] = piece
+                at += len(piece)
+            pieces.clear()
+            return padded(buffer, total)
         if rest[:2] != b"\x1f\x8b":
             raise zlib.error("trailing data after the gzip stream is not gzip")
 

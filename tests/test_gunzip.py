@@ -52,3 +52,21 @@ def test_same_errors_on_broken_streams(monkeypatch):
     for raw in cases:
         fast, slow = _both(monkeypatch, raw, max_bytes=4_000_000)
         assert fast == slow
+
+
+def test_padded_reads_give_the_same_bytes(tmp_path, monkeypatch):
+    """read_regular / gunzip with ``pad``: the same bytes, then ``pad`` spaces in the buffer (the
+    compiled scanner reads it in place); with and without ISA-L."""
+    body = b'{"traceEvents": [' + b'{"ph": "X"},' * 10_000 + b'{}]}'
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(body)
+    packed.write_bytes(gzip.compress(body[:5000]) + gzip.compress(body[5000:]))
+    got = limits.read_regular(plain, 1 << 30, pad=64)
+    assert bytes(got) == body and bytes(got.obj) == body + b" " * 64
+    for fast in (limits._FAST_ZLIB, None):
+        monkeypatch.setattr(limits, "_FAST_ZLIB", fast)
+        out = limits.gunzip(limits.read_regular(packed, 1 << 30, pad=64), 1 << 30, pad=64)
+        assert bytes(out) == body and bytes(out.obj) == body + b" " * 64
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    assert bytes(limits.read_regular(empty, 1 << 30, pad=64)) == b""
