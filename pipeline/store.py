@@ -35,10 +35,11 @@ class TraceRow:
 _TRACE_COLUMNS = ", ".join(f.name for f in fields(TraceRow))
 
 
-def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted | None, trace_id: int | None = None) -> int:
+def replace_trace(con, trace: TraceRow, run: dict | None, ex: Extracted | None, trace_id: int | None = None) -> int:
     """Replace the rows of ``trace.path`` with ``ex`` atomically (and upsert ``run``, a ``runs`` row
-    from ``manifest.run_row``); returns the new trace_id (``trace_id``, else the next of the
-    sequence).  ``ex`` None: only the trace's record (a Parquet dataset's tasks wrote its rows)."""
+    from ``manifest.run_row``; None: this ingest has already written it); returns the new trace_id
+    (``trace_id``, else the next of the sequence).  ``ex`` None: only the trace's record (a Parquet
+    dataset's tasks wrote its rows)."""
     con.execute("BEGIN")
     try:
         old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [trace.path]).fetchall()
@@ -48,10 +49,9 @@ def replace_trace(con, trace: TraceRow, run: dict, ex: Extracted | None, trace_i
             con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0][0]])
         if trace_id is None:
             trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchall()[0][0]
-        con.execute(
-            f"INSERT OR REPLACE INTO runs ({', '.join(run)}, updated_at) VALUES ({', '.join('?' * len(run))}, now())",
-            list(run.values()),
-        )
+        if run is not None:
+            con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(run)}, updated_at) "
+                        f"VALUES ({', '.join('?' * len(run))}, now())", list(run.values()))
         values = astuple(trace)
         con.execute(
             f"INSERT INTO traces (trace_id, {_TRACE_COLUMNS}, status, ingested_at) "
