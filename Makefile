@@ -40,6 +40,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python tests/bench/ingest.py
+	$(BIN)/python tests/bench/ray_scaling.py
 
 clean:
 	rm -rf $(VENV) *.duckdb .pytest_cache

@@ -105,8 +105,10 @@ def time_scaletrace(paths: list[Path], db: Path, extractor: str = "compiled",
     code = ("import resource, sys; from scaletrace import ingest; "
             f"r = ingest(sys.argv[1:-1], db=sys.argv[-1], workers={workers!r}); "
             "assert not r.errors, [o.line() for o in r.errors]; "
-            "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
+            # VmHWM, not RUSAGE_SELF: Linux keeps ru_maxrss across exec, so it would report this
+            # benchmark's own size at the fork (it holds the large trace's events while building it)
+            "hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]); "
+            "print(max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
     env = {**os.environ, "SCALETRACE_EXTRACTOR": EXTRACTORS[extractor]}
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, *map(str, paths), str(db)], cwd=ROOT,
