@@ -47,9 +47,9 @@ from scaletrace.pipeline.decode import TraceError
 from scaletrace.pipeline.errors import DatasetError
 from scaletrace.pipeline.export import PARTITIONED
 from scaletrace.pipeline.extract import Extracted
-from scaletrace.pipeline.ingest import (IngestReport, Outcome, _ingest_side_files, _log, _missing_ranks, _read_runs,
-                                        _resolve_rank, check_clash, discover, parse_file, stored_others, stored_outcome,
-                                        trace_row)
+from scaletrace.pipeline.ingest import (IngestReport, Outcome, check_clash, discover, ingest_side_files, log_outcome,
+                                        missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
+                                        stored_outcome, trace_row)
 from scaletrace.pipeline.manifest import run_row
 
 TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
@@ -155,7 +155,7 @@ def run_task(task: TraceTask) -> TaskResult:
     meta = parsed.extracted.meta
     path = Path(task.path)
     try:
-        rank, source = _resolve_rank(path, task.run_id, task.ranks, task.nfiles, meta, lambda: task.others)
+        rank, source = resolve_rank(path, task.run_id, task.ranks, task.nfiles, meta, lambda: task.others)
     except TraceError as exc:
         return TaskResult(error=str(exc), node=node)
     trace = trace_row(path, task.run_id, rank, source, parsed)
@@ -324,8 +324,8 @@ def ingest_dataset(
             run_dirs, problems = discover(paths)
             for outcome in problems:
                 record(outcome)
-                _log(con, outcome)
-            runs = _read_runs(run_dirs, con, record)
+                log_outcome(con, outcome)
+            runs = read_runs(run_dirs, con, record)
             by_path = {str(f): run for run in runs for f in run.files}
             known = runsync.known_shas(con, runs)
             tasks = [TraceTask(str(f), run.run_id, run.manifest.ranks, len(run.files),
@@ -340,14 +340,14 @@ def ingest_dataset(
                     ds.save_run(con, run.run_id)
                     saved_runs.add(run.run_id)
                 record(outcome)
-                _log(con, outcome)
+                log_outcome(con, outcome)
                 if on_progress:
                     on_progress(done, len(tasks))
             for run in runs:
                 runsync.refresh(con, run)
-                for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
+                for outcome in ingest_side_files(con, run) + missing_ranks(con, run):
                     record(outcome)
-                    _log(con, outcome)
+                    log_outcome(con, outcome)
                 ds.save_side_tables(con, run.run_id)
             for (run_id,) in con.execute("SELECT DISTINCT run_id FROM traces").fetchall():
                 ds.save_run(con, run_id)

@@ -74,7 +74,8 @@ def _ray_map(ray, fn, tasks, failed) -> Iterator:
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    result = failed(f"Ray task failed after {RETRIES} retries ({_first_line(exc)})")
+                    # a worker or node that died was retried RETRIES times first; an exception is not
+                    result = failed(f"Ray task failed ({_first_line(exc)})")
                 yield task, result
     finally:
         for ref in pending:  # interrupted: the cluster drops what is still queued

@@ -225,8 +225,8 @@ def ingest(
     try:
         for outcome in problems:
             record(outcome)
-            _log(con, outcome)
-        runs = _read_runs(run_dirs, con, record)
+            log_outcome(con, outcome)
+        runs = read_runs(run_dirs, con, record)
         known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
@@ -244,22 +244,22 @@ def ingest(
             (path, run), result = item
             outcome = _write_safely(con, path, run, result, written_runs)
             record(outcome)
-            _log(con, outcome)
+            log_outcome(con, outcome)
             done += 1
             if on_progress:
                 on_progress(done, len(tasks))
         for run in runs:
             runsync.refresh(con, run)  # run.json edited alone: the runs row follows it
-            for outcome in _ingest_side_files(con, run) + _missing_ranks(con, run):
+            for outcome in ingest_side_files(con, run) + missing_ranks(con, run):
                 record(outcome)
-                _log(con, outcome)
+                log_outcome(con, outcome)
     finally:
         parsed.close()  # interrupted: the workers stop now, not after their files
         con.close()
     return report
 
 
-def _missing_ranks(con, run: RunDir) -> list[Outcome]:
+def missing_ranks(con, run: RunDir) -> list[Outcome]:
     """A note when the run's world size says there are ranks without a trace."""
     rows = con.execute(
         "SELECT list(DISTINCT rank ORDER BY rank), max(world_size) FROM traces WHERE run_id = ?",
@@ -275,7 +275,7 @@ def _missing_ranks(con, run: RunDir) -> list[Outcome]:
                     run.run_id)]
 
 
-def _ingest_side_files(con, run: RunDir) -> list[Outcome]:
+def ingest_side_files(con, run: RunDir) -> list[Outcome]:
     """The collector's step and power logs of one run (pipeline/sidefiles.py)."""
     known = dict(con.execute("SELECT path, sha256 FROM side_files WHERE run_id = ?", [run.run_id]).fetchall())
     outcomes = []
@@ -295,7 +295,8 @@ def _ingest_side_files(con, run: RunDir) -> list[Outcome]:
     return outcomes
 
 
-def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
+def read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
+    """The runs of the discovered files, with their manifests; an unusable run.json skips its run."""
     runs = []
     for run_dir, files in run_dirs.items():
         try:
@@ -306,7 +307,7 @@ def _read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
         for warning in warnings:
             outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
             record(outcome)
-            _log(con, outcome)
+            log_outcome(con, outcome)
         runs.append(RunDir(manifest.run_id or run_dir.name, run_dir, manifest, raw, files))
     return runs
 
@@ -318,9 +319,9 @@ def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError)
     count = f"{len(files)} trace{'s' * (len(files) != 1)}"
     outcome = Outcome(str(run_dir / MANIFEST_NAME), "error", f"{reason}; the run's {count} skipped")
     record(outcome)
-    _log(con, outcome)
+    log_outcome(con, outcome)
     for f in files:
-        _log(con, Outcome(str(f), "error", f"skipped: {run_dir / MANIFEST_NAME} is unusable: {reason}"))
+        log_outcome(con, Outcome(str(f), "error", f"skipped: {run_dir / MANIFEST_NAME} is unusable: {reason}"))
 
 
 def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
@@ -333,7 +334,7 @@ def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
     yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))
 
 
-def _resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta: TraceMeta,
+def resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta: TraceMeta,
                   others: Callable[[], int]) -> tuple[int, str]:
     """The trace's rank and where it came from; ``ranks`` is run.json's map, ``nfiles`` the run's
     trace files in this ingest, ``others()`` the traces already stored for the run under other paths."""
@@ -398,7 +399,7 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
     if extracted is None:
         return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
     try:
-        rank, rank_source = _resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
+        rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
                                           lambda: stored_others(con, run.run_id, path))
         check_clash(con, run.run_id, rank, path)
     except TraceError as exc:
@@ -435,7 +436,8 @@ def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs
 CANNOT_WRITE = ("Could not write file", "No space left on device", "database has been invalidated")
 
 
-def _log(con, outcome: Outcome) -> None:
+def log_outcome(con, outcome: Outcome) -> None:
+    """The outcome's ``ingest_log`` row."""
     con.execute(
         "INSERT INTO ingest_log (logged_at, path, run_id, status, message, node) VALUES (now(), ?, ?, ?, ?, ?)",
         [outcome.path, outcome.run_id, outcome.status, outcome.message, outcome.node],
