@@ -55,7 +55,10 @@ def ray_engine(address: str | None, workers: int | None) -> Callable:
 
 
 def _ray_map(ray, fn, tasks, failed) -> Iterator:
-    remote = ray.remote(fn).options(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)
+    # SPREAD: every node takes tasks from the start (the default packs the driver's node first);
+    # with traces on a shared filesystem no node is closer to the data than another
+    remote = ray.remote(fn).options(num_cpus=1, max_retries=RETRIES, retry_exceptions=False,
+                                    scheduling_strategy="SPREAD")
     cpus = int(ray.cluster_resources().get("CPU", 1))
     limit = max(2, IN_FLIGHT_PER_CPU * cpus)
     queue = iter(tasks)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import psutil
@@ -75,11 +76,28 @@ class LocalCluster:
         return self
 
     def add_node(self) -> int:
+        """Join a node and wait until the cluster counts it (``ray start`` returns before that)."""
         node_port = free_port()
         self._start(f"--address={self.address}", f"--node-manager-port={node_port}",
                     f"--object-manager-port={free_port()}")
         self.node_ports.append(node_port)
+        self.wait_for_nodes(1 + len(self.node_ports))
         return len(self.node_ports)
+
+    def wait_for_nodes(self, count: int, timeout_s: float = 120) -> None:
+        """Until ``count`` nodes are alive; asked from a short-lived driver in a subprocess, so that
+        this process stays unconnected (a command without an address must start its own cluster)."""
+        code = textwrap.dedent("""
+            import sys, time, ray
+            ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+            deadline = time.monotonic() + float(sys.argv[3])
+            while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]):
+                if time.monotonic() > deadline:
+                    sys.exit(1)
+                time.sleep(0.2)
+        """)
+        subprocess.run([sys.executable, "-c", code, self.address, str(count), str(timeout_s)], check=True,
+                       env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout_s + 60)
 
     def kill_node(self, index: int) -> int:
         """SIGKILL the processes of the ``index``-th added node (1-based); returns how many."""
