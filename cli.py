@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import click
@@ -31,16 +32,12 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
 COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
                               help="Only these columns, in this order (comma-separated).")
 
-_STDERR = []
-
-
+@lru_cache(maxsize=1)
 def stderr() -> "Console":
     """The rich console on stderr (made on first use)."""
-    if not _STDERR:
-        from rich.console import Console
+    from rich.console import Console
 
-        _STDERR.append(Console(stderr=True))
-    return _STDERR[0]
+    return Console(stderr=True)
 
 
 def say(message: str, console: "Console | None" = None) -> None:
@@ -50,12 +47,14 @@ def say(message: str, console: "Console | None" = None) -> None:
 
 
 def connect(db):
+    """``scaletrace.pipeline.db.connect``, imported on first use (it brings polars)."""
     from scaletrace.pipeline.db import connect as connect_db
 
     return connect_db(db)
 
 
 def is_duckdb_error(exc: BaseException) -> bool:
+    """A DuckDB exception (the command line's backstop turns it into one line)."""
     duckdb = sys.modules.get("duckdb")  # not imported: the error cannot be DuckDB's
     return duckdb is not None and isinstance(exc, duckdb.Error)
 
