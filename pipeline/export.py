@@ -1,11 +1,11 @@
-"""Parquet export, and a database view over an exported directory.
+"""Parquet export, and a database over a Parquet directory (an export or an ingest dataset).
 
 ``export_parquet(db, out)`` writes every table: the event tables partitioned
 by run and rank (hive layout, ``device_events/run_id=X/rank=3/*.parquet``),
 the others as one file each (``runs.parquet``).  ``open_parquet(dir)`` gives
-an in-memory DuckDB whose views read those files, with the package's query
-macros and reference tables (queries/definitions.py; the export holds none),
-so every query and the report run on it unchanged.
+an in-memory DuckDB over those files (or a dataset's parts, pipeline/dataset.py),
+with the package's query macros and reference tables (queries/definitions.py;
+the files hold none), so every query and the report run on it unchanged.
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ def export_parquet(db: str | Path, out: str | Path) -> dict[str, int]:
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with a view per table over an export or an ingest dataset
-    (pipeline/dataset.py), plus the package's macros and reference tables.
+    """An in-memory DuckDB with each table of an export or an ingest dataset (pipeline/dataset.py),
+    plus the package's macros and reference tables: the small tables, and the event tables when
+    they fit (``IN_MEMORY_FRACTION``), loaded once; larger event tables as views over the files.
 
-    Each view has the schema's columns, in its order and of its types (hive partition values come
+    Each has the schema's columns, in its order and of its types (hive partition values come
     back as text).  The per-trace tables keep only rows whose trace has a record in ``traces``: a
     dataset's parts being written, or left by a task that died, are not read.  A table with no
     files is the schema's empty table."""
