@@ -349,8 +349,7 @@ def ingest_dataset(
                     record(outcome)
                     log_outcome(con, outcome)
                 ds.save_side_tables(con, run.run_id)
-            for (run_id,) in con.execute("SELECT DISTINCT run_id FROM traces").fetchall():
-                ds.save_run(con, run_id)
+                ds.save_run(con, run.run_id)  # as refreshed (runs this ingest did not see are unchanged)
             _drop_abandoned_runs(con, ds, runs)
             ds.collect_garbage(con)
         finally:
