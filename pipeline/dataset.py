@@ -309,6 +309,7 @@ def ingest_dataset(
     report = IngestReport()
     with ds.lock(lock_wait_s, on_wait):
         con = ds.load_state()
+        loaded_runs = _run_ids(con)
         last_log = time.monotonic()
 
         def record(outcome: Outcome) -> None:
@@ -350,7 +351,7 @@ def ingest_dataset(
                     log_outcome(con, outcome)
                 ds.save_side_tables(con, run.run_id)
                 ds.save_run(con, run.run_id)  # as refreshed (runs this ingest did not see are unchanged)
-            _drop_abandoned_runs(con, ds, runs)
+            _drop_abandoned_runs(con, ds, loaded_runs)
             ds.collect_garbage(con)
         finally:
             ds.save_log(con)
@@ -377,14 +378,16 @@ def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult) -> Outco
     return outcome
 
 
-def _drop_abandoned_runs(con, ds: Dataset, runs) -> None:
-    """runsync.refresh deleted the rows of a run id that run.json no longer gives: so do its files."""
-    kept = {run_id for (run_id,) in con.execute("SELECT run_id FROM runs").fetchall()}
-    for path in (ds.root / "runs").glob("*.parquet"):
-        ids = pq.read_table(path, columns=["run_id"])["run_id"].to_pylist()
-        if ids and ids[0] not in kept:
-            path.unlink(missing_ok=True)
-            ds.save_side_tables(con, ids[0])
+def _run_ids(con) -> set[str]:
+    return {run_id for (run_id,) in con.execute("SELECT run_id FROM runs").fetchall()}
+
+
+def _drop_abandoned_runs(con, ds: Dataset, loaded: set[str]) -> None:
+    """runsync.refresh deleted the rows of a run id that run.json no longer gives (of the ``loaded``
+    ones): so go its files."""
+    for run_id in loaded - _run_ids(con):
+        ds.save_run(con, run_id)  # no row: its file is deleted
+        ds.save_side_tables(con, run_id)
 
 
 def ingest_parquet(paths: Iterable[str | Path], out: str | Path, *, engine: str = "local",

@@ -5,6 +5,7 @@ driver killed mid-ingest is finished by a re-run, uncommitted parts are never re
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -177,3 +178,23 @@ def test_dataset_directory_refusals(tmp_path):
     result = CliRunner().invoke(main, ["ingest", str(ROOT / "fixtures" / "micro-2rank"), "--db", "x.duckdb",
                                        "--parquet", str(tmp_path / "d")])
     assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_run_json_renaming_the_run_follows(tmp_path):
+    """run.json's run_id edited alone: the traces move to the new run, the old run's files go
+    (as runsync does in the DuckDB ingest)."""
+    src = make_sweep(tmp_path / "src", [2])
+    ds = tmp_path / "ds"
+    assert not ingest_parquet([src], ds, workers=1).errors
+    manifest = src / "ds-2" / "run.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "run_id": "renamed"}))
+    report = ingest_parquet([src], ds, workers=1)
+    assert not report.errors and report.count("ok") == 2
+    db = tmp_path / "ref.duckdb"
+    assert not ingest([src], db=db, workers=1).errors
+    assert_same_answers(db, ds)
+    with connect(ds) as d:
+        assert d.sql("SELECT list(run_id) FROM runs").item().to_list() == ["renamed"]
+        assert d.sql("SELECT list(DISTINCT run_id) FROM device_events").item().to_list() == ["renamed"]
+    assert not list((ds / "device_events").glob("run_id=ds-2/*/*.parquet"))
+    assert len(list((ds / "runs").glob("*.parquet"))) == 1
