@@ -13,7 +13,7 @@ import os
 from typing import Callable, Iterator
 
 from scaletrace.pipeline.errors import EngineError
-from scaletrace.pipeline.workers import in_order
+from scaletrace.pipeline.workers import in_order, pool_size
 
 ENGINES = ("local", "ray")
 RETRIES = 3  # Ray runs a task again this often when its worker or node dies
@@ -22,8 +22,7 @@ IN_FLIGHT_PER_CPU = 2  # tasks queued per cluster CPU: enough to keep every node
 
 def local(workers: int | None) -> Callable:
     def mapper(fn, tasks, failed) -> Iterator:
-        count = max(1, min(workers or len(os.sched_getaffinity(0)) or 1, len(tasks)))
-        yield from zip(tasks, in_order(fn, [(t,) for t in tasks], count, failed))
+        yield from zip(tasks, in_order(fn, [(t,) for t in tasks], pool_size(workers, len(tasks)), failed))
     return mapper
 
 

@@ -25,7 +25,7 @@ from scaletrace.pipeline.decode import TraceError, unpack
 from scaletrace.pipeline.extract import (Extracted, TraceMeta, extract, rank_from_filename, scan_or_decode,
                                         scan_padding)
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
-from scaletrace.pipeline.workers import in_order
+from scaletrace.pipeline.workers import in_order, pool_size
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
@@ -327,8 +327,7 @@ def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError)
 def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
     """Yield (task, parse result) in task order, parsing up to ``workers`` files at once
     (pipeline/workers.py: a parse that raises or whose process dies is that file's error)."""
-    workers = workers or len(os.sched_getaffinity(0)) or 1
-    workers = max(1, min(workers, len(tasks)))
+    workers = pool_size(workers, len(tasks))
     jobs = [(str(task[0]), known.get(str(task[0])), rules, keep_python) for task in tasks]
     # the pool starts before DuckDB opens (fork: no __main__ re-import)
     yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))

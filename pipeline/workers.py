@@ -31,6 +31,12 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _PENDING = object()
 
 
+def pool_size(workers: int | None, jobs: int) -> int:
+    """Processes for ``jobs`` files: ``workers``, else one per core this process may run on;
+    never more than the jobs, at least one."""
+    return max(1, min(workers or len(os.sched_getaffinity(0)) or 1, jobs))
+
+
 def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable[[str], object],
              **kwargs) -> Iterator:
     """``fn(*job, **kwargs)`` for every job, yielded in job order, with at most ``workers + 1``
