@@ -38,9 +38,10 @@ PROFILER_CAT = "trace"  # the profiler's own spans: dropped
 # -- steps -----------------------------------------------------------------------------------------
 STEP_NAME = "ProfilerStep"  # torch.profiler's step annotation, `ProfilerStep#N`
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-# CPU ops kept with their recorded shapes on GPU traces, candidates for FLOP counting: a superset
-# of the ops queries/reference/flop_ops.sql lists (which ops count, and how, is decided there).
-FLOP_OP_RE = re.compile(r"aten::\w*(mm|matmul|linear|attention|conv)", re.IGNORECASE)
+# CPU ops kept with their recorded shapes on GPU traces: candidates for FLOP counting (a superset
+# of the ops queries/reference/flop_ops.sql lists: which ops count, and how, is decided there) and
+# the token embedding (`aten::embedding`, whose indices' shape gives the tokens a step processed).
+FLOP_OP_RE = re.compile(r"aten::\w*(mm|matmul|linear|attention|conv)|aten::embedding$", re.IGNORECASE)
 
 # -- collectives -----------------------------------------------------------------------------------
 # On CPU-only traces the collective work itself: gloo / MPI / UCC events on the backend's threads.
