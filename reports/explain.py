@@ -4,7 +4,8 @@ The library behind ``scaletrace explain``, ``scaletrace diff``, the report's
 "Why efficiency drops" section and its findings, so all of them say the same
 thing.  Numbers come from the queries ``scaling_attribution``,
 ``scaling_attribution_by_group`` and ``run_diff`` (their headers define every
-column); this module only picks rows and words.
+column); this module only picks rows and words.  Every run, sweep or not, is
+also described on its own (``Explanation.runs``: reports/run_explain.py).
 
 More sentences: ``EXTRA_SENTENCES`` is a list of functions
 ``(db: Database, workload: str | None, best: pl.DataFrame | None) -> list[str]``
@@ -26,10 +27,11 @@ from scaletrace.pipeline.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
 from scaletrace.reports.efficiency import compute_hook, idle_hook
+from scaletrace.reports.run_explain import describe_runs
+from scaletrace.reports.words import STEP_PARTS
 
-# The five parts of scaling_attribution, in stacking order, with their words.
-PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "exposed_memory": "exposed memory",
-         "other": "other (sync, unclassified)", "idle": "idle"}
+# The five parts of scaling_attribution, in stacking order, with their words (run_summary's too).
+PARTS = STEP_PARTS
 TOP_FAMILIES = 3  # kernel families named per GPU-count step
 # More sentences for `explain`, the report section and its findings: host-bound idle, compute efficiency.
 # (reports/data.py `_why` builds the same sentences from the tables it has already read: a new hook
@@ -42,7 +44,9 @@ class Explanation:
     attribution: pl.DataFrame  # scaling_attribution, vs = 'previous' rows (best runs of consecutive GPU counts)
     by_group: pl.DataFrame  # scaling_attribution_by_group, the same pairs
     growth: pl.DataFrame  # run_diff of each pair, top families by growth, with sweep, from_run, to_run
-    sentences: list[str] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)  # the sweeps' sentences (GPU-count steps, hooks)
+    # every run on its own: run_id, about, sentence (reports/run_explain.py run_sentences)
+    runs: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def gpu_time(ns: float | None) -> str:
@@ -63,18 +67,37 @@ def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
     return db.query("run_diff", run_a=run_a, run_b=run_b)
 
 
-def explain(db: Database, workload: str | None = None, extras: bool = True) -> Explanation:
+def explain(db: Database, workload: str | None = None, extras: bool = True, run: str | None = None,
+            runs_too: bool = True) -> Explanation:
     """The attribution of every GPU-count step of every sweep (or of ``workload``) and its sentences
-    (with the EXTRA_SENTENCES hooks' unless ``extras`` is false: the report asks them for its runs)."""
+    (with the EXTRA_SENTENCES hooks' unless ``extras`` is false: the report asks them for its runs),
+    and every run's own sentences (``runs``; not when ``runs_too`` is false).  ``run``: only that run,
+    and the GPU-count steps that start or end at it (QueryError naming an unknown run)."""
+    if run is not None:
+        db._check_known("run_id", run)
     params = {"workload": workload} if workload else {}
     attribution = db.query("scaling_attribution", **params).filter(pl.col("vs") == "previous")
     by_group = db.query("scaling_attribution_by_group", **params).filter(pl.col("vs") == "previous")
+    if run is not None:
+        attribution, by_group = (df.filter((pl.col("from_run") == run) | (pl.col("to_run") == run))
+                                 for df in (attribution, by_group))
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
-    if extras:
+    if extras and run is None:
         out.sentences += extra_sentences(db, workload)
+    if runs_too:
+        out.runs = describe_runs(db, _runs_of(db, workload, run))
     return out
+
+
+def _runs_of(db: Database, workload: str | None, run: str | None) -> list[str] | None:
+    """The runs to describe: ``run``, the runs of ``workload``, or every run (None)."""
+    if run is not None:
+        return [run]
+    if workload is None:
+        return None
+    return db.query("run_summary").filter(pl.col("workload") == workload)["run_id"].to_list()
 
 
 def extra_sentences(db: Database, workload: str | None = None, best: pl.DataFrame | None = None) -> list[str]:

@@ -1,0 +1,272 @@
+"""Every run on its own, in sentences: what ``scaletrace explain`` and the report's "Run by run"
+section say about one run, sweep or no sweep (a single trace from someone else's job included).
+
+Per run, in this order, each sentence built from values and left out when its values are missing:
+
+- ``step``: ranks traced, profiled steps, step time, and the traced span's five shares
+  (run_summary: each part ÷ the rank's span, mean over ranks);
+- ``sliver``: the device was busy a sliver of the step (run_device_share, reports/device_share.py);
+- ``idle``: idle time per profiled step and what it waited for (idle_breakdown: the parts summed
+  over the run's rank × step rows, as shares of their idle time);
+- ``communication``: exposed communication % of step (run_summary) and the process groups and
+  collectives behind it (run_exposed_comm_by_group);
+- ``straggler``: the rank that arrived last most often and the share of communication spent
+  waiting for a slower peer (rank_wait, summed over ranks);
+- ``compute``: compute efficiency (compute_efficiency, op_efficiency: reports/efficiency.py);
+- ``kernels``: kernel time by family (kernel_summary, summed per family; skipped while that
+  query is absent).
+
+``run_sentences(tables)`` is the one function that builds them; ``scaletrace explain`` prints
+them under each run's name and the report shows them the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from scaletrace.pipeline.db import Database
+from scaletrace.queries import QueryError
+from scaletrace.reports.device_share import sliver_words
+from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run
+from scaletrace.reports.words import STEP_PARTS, count, duration, listing, present, share
+
+TOP_GROUPS = 3  # process group × collective pairs named per run
+TOP_KERNEL_FAMILIES = 3  # kernel families named per run
+KERNEL_COLUMNS = ("run_id", "family", "total_ns", "pct_of_kernel_time")  # what the family sentence reads
+# idle_breakdown part -> words (GPU traces; on CPU-only traces every gap is host time)
+IDLE_WORDS = {"host_wait_ns": "waiting for the host to launch work (CPU-bound)",
+              "dependency_wait_ns": "waiting on a dependency (a stream or event wait, a peer, a synchronize)",
+              "other_idle_ns": "with no launching call in the trace"}
+CPU_HOST_WORDS = "outside any recorded op (Python, data loading, framework overhead)"
+
+
+@dataclass
+class RunTables:
+    """The query results the run sentences are built from, for the selected runs."""
+
+    summary: pl.DataFrame  # run_summary
+    share: pl.DataFrame  # run_device_share
+    idle: pl.DataFrame  # idle_breakdown
+    compute: pl.DataFrame  # compute_efficiency
+    ops: pl.DataFrame  # op_efficiency
+    by_group: pl.DataFrame  # run_exposed_comm_by_group
+    rank_wait: pl.DataFrame  # rank_wait
+    kernels: pl.DataFrame | None  # kernel_summary; None while that query is absent
+
+
+def load_tables(db: Database, runs: list[str] | None = None) -> RunTables:
+    """Every table the sentences read (only ``runs`` when given)."""
+    def rows(name: str) -> pl.DataFrame:
+        df = db.query(name)
+        return df.filter(pl.col("run_id").is_in(runs)) if runs is not None else df
+
+    try:
+        kernels = rows("kernel_summary")
+    except QueryError:
+        kernels = None
+    if kernels is not None and not set(KERNEL_COLUMNS) <= set(kernels.columns):
+        kernels = None
+    return RunTables(rows("run_summary"), rows("run_device_share"), rows("idle_breakdown"),
+                     rows("compute_efficiency"), rows("op_efficiency"), rows("run_exposed_comm_by_group"),
+                     rows("rank_wait"), kernels)
+
+
+def describe_runs(db: Database, runs: list[str] | None = None) -> pl.DataFrame:
+    """run_sentences of the runs in ``db`` (all, or ``runs``)."""
+    return run_sentences(load_tables(db, runs))
+
+
+def run_sentences(t: RunTables) -> pl.DataFrame:
+    """One row per sentence: run_id, about (step, sliver, idle, communication, straggler, compute,
+    kernels), sentence; runs in run_summary's order."""
+    def by_run(df: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
+        if df is None or df.is_empty():
+            return {}
+        return {key[0]: part for key, part in df.partition_by("run_id", as_dict=True).items()}
+
+    best = t.summary.select("run_id", sweep=pl.col("workload").fill_null(""), world_size="world_size")
+    efficiency = efficiency_per_run(t.compute, t.ops, best)
+    parts = {name: by_run(df) for name, df in (("share", t.share), ("idle", t.idle), ("eff", efficiency),
+                                               ("ops", t.ops), ("groups", t.by_group), ("wait", t.rank_wait),
+                                               ("kernels", t.kernels))}
+    empty = pl.DataFrame()
+    rows = []
+    for s in t.summary.iter_rows(named=True):
+        run = s["run_id"]
+        got = {name: table.get(run, empty) for name, table in parts.items()}
+        device = got["share"].row(0, named=True) if not got["share"].is_empty() else {}
+        said = [("step", step_sentence(s)),
+                ("sliver", _sentence(sliver_words(device, s["ranks_traced"]), ", not the step")),
+                ("idle", idle_sentence(got["idle"], device.get("cpu_only"), s.get("idle_pct"))),
+                ("communication", comm_sentence(s, got["groups"])),
+                ("straggler", straggler_sentence(s, got["wait"])),
+                ("compute", compute_sentence(got["eff"], got["ops"])),
+                ("kernels", kernel_sentence(got["kernels"], device.get("cpu_only")))]
+        rows += [{"run_id": run, "about": about, "sentence": text} for about, text in said if text]
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "about": pl.String, "sentence": pl.String})
+
+
+def _sentence(text: str | None, tail: str = "") -> str | None:
+    """A clause as a sentence: capitalised, with ``tail`` and a full stop."""
+    return f"{text[0].upper()}{text[1:]}{tail}." if text else None
+
+
+def step_sentence(s: dict) -> str:
+    """'All 8 ranks traced (Tesla V100-SXM2-16GB), 1 profiled step; step time 19.9 ms (...); the traced
+    span is 7.8 % compute, 38 % exposed communication and 54 % idle (mean over ranks).'"""
+    ranks, world = s.get("ranks_traced") or 0, s.get("world_size")
+    traced = (f"{ranks} of {world} ranks traced" if present(world) and world != ranks
+              else "both ranks traced" if ranks == 2 else f"all {ranks} ranks traced" if ranks > 2
+              else count(ranks, "rank") + " traced")
+    if s.get("device_name"):
+        traced += f" ({s['device_name']})"
+    steps = s.get("num_steps") or 0
+    clauses = [f"{traced}, {count(steps, 'profiled step') if steps else 'no profiled step (no ProfilerStep annotation)'}"]
+    if present(s.get("step_time_ns")):
+        source = ("step in the collector's wall-clock log" if s.get("step_time_source") == "step_log"
+                  else "ProfilerStep")
+        clauses.append(f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over steps)")
+    parts = [f"{share(s[f'{p}_pct'])} {words}" for p, words in STEP_PARTS.items()
+             if present(s.get(f"{p}_pct")) and s[f"{p}_pct"] > 0]
+    if parts:
+        clauses.append(f"the traced span is {listing(parts)} (mean over ranks)")
+    return _sentence("; ".join(clauses))
+
+
+def _lanes(cpu_only, ranks: int) -> str:
+    return "the traced CPU threads" if cpu_only else "the GPUs" if ranks > 1 else "the GPU"
+
+
+def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str | None:
+    """'The GPUs sat idle 7.68 ms per profiled step (mean over ranks and steps): 98 % of it waiting for
+    the host to launch work (CPU-bound), 1.3 % waiting on a dependency (...)'; 'never idle' for zero
+    (``span_idle_pct``: run_summary's idle_pct, idle of the whole traced span, said when it lies
+    outside the profiled steps)."""
+    if idle.is_empty():
+        return None
+    lanes = _lanes(cpu_only, idle["rank"].n_unique())
+    stepped = idle["step"].is_not_null().any()
+    window = "per profiled step (mean over ranks and steps)" if stepped else (
+        "in its traced window (mean over ranks)")
+    total = idle["idle_ns"].sum()
+    if not total:
+        outside = (f" (the {share(span_idle_pct)} idle of the traced span lies outside them)"
+                   if stepped and present(span_idle_pct) and span_idle_pct > 0 else "")
+        return _sentence(f"{lanes} {'were' if lanes != 'the GPU' else 'was'} never idle "
+                         f"{'within a profiled step' + outside if stepped else 'in the traced window'}")
+    words = dict(IDLE_WORDS, host_wait_ns=CPU_HOST_WORDS) if cpu_only else IDLE_WORDS
+    parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0), key=lambda p: -p[0])
+    split = ", ".join(f"{share(100 * ns / total)}{' of it' if i == 0 else ''} {w}" for i, (ns, w) in enumerate(parts))
+    return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {window}" + (f": {split}" if split else ""))
+
+
+def _group(process_group: str) -> str:
+    return "an unnamed process group" if process_group == "unnamed group" else f"process group {process_group}"
+
+
+def _collective(name: str) -> str:
+    return "collectives of unknown type" if name in (None, "?") else name
+
+
+def comm_sentence(s: dict, groups: pl.DataFrame) -> str | None:
+    """'Exposed communication is 38 % of the step (mean over ranks), most of it all_to_all in an
+    unnamed process group (29 % of the span) and ...'; 'no communication' / 'all under compute'."""
+    if groups.is_empty():
+        return "No communication in its traces."
+    exposed = groups.filter(pl.col("exposed_per_rank_ns") > 0).sort("group_exposed_comm_pct", descending=True)
+    if exposed.is_empty():
+        comm = duration(groups["comm_per_rank_ns"].sum())
+        return _sentence(f"its communication ({comm} per rank) ran entirely under compute: no exposed communication")
+    top = exposed.head(TOP_GROUPS).to_dicts()
+    named = [f"{_collective(g['collective'])} in {_group(g['process_group'])} {share(g['group_exposed_comm_pct'])}"
+             for g in top]
+    more = exposed.height - len(top)
+    window = "step" if s.get("num_steps") else "traced span"
+    lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks); "
+            if present(s.get("exposed_comm_pct")) else "")
+    return _sentence(f"{lead}by process group and collective, {', '.join(named)}"
+                     + (f" (and {count(more, 'other')})" if more else "")
+                     + " of the span (each group's kernels' exposed time ÷ the rank's span, mean over ranks; "
+                       "concurrent collectives each count)")
+
+
+def straggler_sentence(s: dict, wait: pl.DataFrame) -> str | None:
+    """'Rank 7 is the straggler: it arrived last at 5 of the 8 collectives matched across the 8 ranks;
+    waiting for a slower peer is 96 % of their communication time (50.8 of 52.5 ms, summed over ranks).'"""
+    ranks = wait.filter(pl.col("num_collectives") > 0) if not wait.is_empty() else wait
+    world = s.get("world_size")
+    if ranks.height == 1 and present(world) and world > 1 and (s.get("ranks_traced") or 0) < world:
+        return (f"Only {s.get('ranks_traced') or 1} of the {world} ranks is traced: waiting for a slower peer "
+                "cannot be told apart from transfer, nor a straggler named.")
+    if ranks.height < 2:
+        return None
+    top = ranks["straggler_count"].max()
+    matched = ranks["num_collectives"].max()
+    if not top:
+        return _sentence(f"no straggler: the {ranks.height} ranks started "
+                         f"{'the one' if matched == 1 else f'each of the {matched}'} matched "
+                         f"collective{'s' if matched != 1 else ''} together")
+    last = sorted(ranks.filter(pl.col("straggler_count") == top)["rank"].to_list())
+    who = (f"rank {last[0]} is the straggler: it" if len(last) == 1
+           else f"ranks {listing([str(r) for r in last])} are the stragglers: each")
+    among = "the one collective" if matched == 1 else f"{top} of the {matched} collectives"
+    text = f"{who} arrived last at {among} matched across the {ranks.height} ranks"
+    waited, comm = ranks["wait_ns"].sum(), ranks["comm_ns"].sum()
+    if waited and comm:
+        text += (f"; waiting for a slower peer is {share(100 * waited / comm)} of their communication time "
+                 f"({duration(waited)} of {duration(comm)}, summed over ranks)")
+    return _sentence(text)
+
+
+def compute_sentence(eff: pl.DataFrame, ops: pl.DataFrame) -> str | None:
+    """'Its GEMM and attention kernels reach 60 % of the device's peak for their dtype (FLOPs-weighted;
+    GEMM 62 %, 613 TFLOP/s; ...)'; without a known peak, the TFLOP/s its ops reach."""
+    rows = {r["series"]: r for r in eff.iter_rows(named=True)} if not eff.is_empty() else {}
+    fams = [name for name in rows if name != ALL_OPS]
+    if fams and ALL_OPS in rows:
+        each = "; ".join(f"{f} {share(rows[f]['pct_of_peak'])}, {rows[f]['achieved_tflops']:.3g} TFLOP/s" for f in fams)
+        detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else f"{rows[fams[0]]['achieved_tflops']:.3g} TFLOP/s"
+        return (f"Its {listing(fams)} kernels reach {share(rows[ALL_OPS]['pct_of_peak'])} of the device's peak "
+                f"for their dtype ({detail}).")
+    counted = ops.filter(pl.col("flops").is_not_null() & (pl.col("gpu_ns") > 0)) if not ops.is_empty() else ops
+    if counted.is_empty():
+        return None
+    per = (counted.group_by("family").agg(pl.col("flops").sum(), pl.col("gpu_ns").sum(),
+                                          pl.col("dtype").drop_nulls().unique().sort().str.join("/"))
+           .sort("flops", descending=True))
+    said = [f"{FAMILIES.get(r['family'], r['family'])} ops run at {r['flops'] / r['gpu_ns'] / 1e3:.3g} TFLOP/s"
+            + (f" ({r['dtype']})" if r["dtype"] else "") for r in per.iter_rows(named=True)]
+    return f"Its {listing(said)}; no peak FLOP/s is known for that device and dtype, so no % of peak."
+
+
+def kernel_sentence(kernels: pl.DataFrame, cpu_only=None) -> str | None:
+    """'Kernel time by family (summed over ranks): GEMM 45 % (12.3 ms), elementwise 20 % (5.4 ms), ...'
+    (kernel_summary's total_ns and pct_of_kernel_time summed per family; CPU-only traces: CPU ops)."""
+    if kernels.is_empty():
+        return None
+    fams = (kernels.group_by("family").agg(pl.col("total_ns").cast(pl.Float64).sum(),
+                                           pl.col("pct_of_kernel_time").cast(pl.Float64).sum())
+            .filter(pl.col("total_ns") > 0).sort(["total_ns", "family"], descending=[True, False]))
+    if fams.is_empty():
+        return None
+    said = [f"{r['family']} {share(r['pct_of_kernel_time'])} ({duration(r['total_ns'])})"
+            if present(r["pct_of_kernel_time"]) else f"{r['family']} {duration(r['total_ns'])}"
+            for r in fams.head(TOP_KERNEL_FAMILIES).iter_rows(named=True)]
+    what = ("CPU op time by family (summed over ranks; a nested op counts inside its parent too)" if cpu_only
+            else "Kernel time by family (summed over ranks)")
+    return f"{what}: {', '.join(said)}."
+
+
+def lines(sentences: pl.DataFrame) -> list[str]:
+    """The sentences for a terminal: each run's name, then its sentences indented."""
+    out = []
+    for (run,), part in sentences.group_by(["run_id"], maintain_order=True):
+        out.append(f"{run}:")
+        out += [f"  {text}" for text in part["sentence"]]
+    return out
+
+
+__all__ = ["RunTables", "comm_sentence", "compute_sentence", "describe_runs", "idle_sentence", "kernel_sentence",
+           "lines", "load_tables", "run_sentences", "step_sentence", "straggler_sentence"]
