@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from scaletrace.pipeline import vocabulary as vocab
+from scaletrace.pipeline.families import function_name
 from scaletrace.pipeline.vocabulary import KINDS
 
 
@@ -33,7 +34,9 @@ class Rule:
     """One classification rule.
 
     side: ``gpu`` (device events) or ``cpu`` (CPU events on CPU-only traces).
-    field: ``name`` or ``cat`` (the event's category, lower-cased).
+    field: ``name``, ``function`` (the name's qualified function name, without return type, template
+    arguments or parameter lists: ``pipeline/families.function_name``) or ``cat`` (the event's
+    category, lower-cased).
     match: ``contains`` / ``prefix`` / ``exact`` / ``regex`` (``re.search``); comparisons ignore case.
     pattern: the text to look for.
     kind: the kind given on a match.
@@ -49,7 +52,7 @@ class Rule:
     kind: str
 
     def matches(self, cat: str, name: str) -> bool:
-        text = name if self.field == "name" else cat
+        text = name if self.field == "name" else function_name(name) if self.field == "function" else cat
         if self.match == "regex":  # the pattern is not lower-cased: that would turn \W into \w
             return re.search(self.pattern, text, re.IGNORECASE) is not None
         text, pattern = text.lower(), self.pattern.lower()
@@ -64,6 +67,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("gpu", "name", "contains", "nccl", "comm"),
     Rule("gpu", "name", "contains", "rccl", "comm"),
     Rule("gpu", "name", "prefix", "hccl", "comm"),
+    *(Rule("gpu", "function", "regex", pattern, "comm") for pattern, _ in vocab.COMM_KERNELS),
     *(Rule("gpu", "cat", "exact", cat, "memory") for cat in vocab.MEMORY_CATS),  # 2021 schema: "Memcpy"
     Rule("gpu", "name", "prefix", "memcpy", "memory"),
     Rule("gpu", "name", "prefix", "memset", "memory"),
@@ -110,8 +114,8 @@ def load_rules(path: str | Path) -> tuple[Rule, ...]:
             raise RulesError(f"{path}: bad rule {rule}: every field is a string")
         if rule.kind not in KINDS or rule.side not in ("gpu", "cpu"):
             raise RulesError(f"{path}: bad rule {rule}: kind must be one of {KINDS}, side gpu|cpu")
-        if rule.field not in ("name", "cat") or rule.match not in ("contains", "prefix", "exact", "regex"):
-            raise RulesError(f"{path}: bad rule {rule}: field name|cat, match contains|prefix|exact|regex")
+        if rule.field not in ("name", "function", "cat") or rule.match not in ("contains", "prefix", "exact", "regex"):
+            raise RulesError(f"{path}: bad rule {rule}: field name|function|cat, match contains|prefix|exact|regex")
         if rule.match == "regex":
             try:
                 re.compile(rule.pattern)

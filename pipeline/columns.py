@@ -25,10 +25,12 @@ import msgspec
 import numpy as np
 
 from scaletrace.pipeline import limits, oneline
+from scaletrace.pipeline.families import OPTIMIZER_ANNOTATION_RE
 from scaletrace.pipeline.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
                                        TraceError, iter_events)
 from scaletrace.pipeline.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
-                                            PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME)
+                                            PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
+                                            USER_ANNOTATION_CAT)
 
 try:  # built by setup.py where a compiler and simdjson are present
     from scaletrace.pipeline import _scan
@@ -235,7 +237,8 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
             continue
         elif cat == GPU_ANNOTATION_CAT and STEP_NAME not in (ev.name or ""):
             continue
-        elif not gpu_trace or needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream):
+        elif (not gpu_trace or needed_on_gpu_trace(cat, ev.name or "", ev.args and ev.args.stream)
+              or launcher_on_gpu_trace(cat, ev.name or "")):
             cpu.add(index, ev)  # (GPU-side ProfilerSteps are kept for HTA's filter)
     if gpu_trace and not len(dev):  # the byte scan was fooled: decode again keeping CPU lanes
         return read_python(doc, device_cats, keep_python, gpu_trace=False)
@@ -245,11 +248,17 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
 
 
 def needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
-    """CPU events kept beside GPU activity: launches, steps, collective ops, stream-arg events,
-    FLOP-counted op candidates (with their shapes)."""
+    """CPU events stored beside GPU activity (``cpu_events``): launches, steps, collective ops,
+    stream-arg events, FLOP-counted op candidates (with their shapes)."""
     return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
             or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
             or (cat == CPU_OP_CAT and FLOP_OP_RE.match(name) is not None))
+
+
+def launcher_on_gpu_trace(cat: str, name: str) -> bool:
+    """CPU events read beside GPU activity to find each kernel's launching op (``pipeline/launchers.py``)
+    but not stored: every op, and the optimizer-step annotations."""
+    return cat == CPU_OP_CAT or (cat == USER_ANNOTATION_CAT and OPTIMIZER_ANNOTATION_RE.match(name) is not None)
 
 
 # -- the compiled scanner: columns of every complete event, decisions per distinct value ----------
@@ -339,7 +348,8 @@ def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
     step_name = name(lambda n: STEP_NAME in n)
     needed = (cat(lambda c: c in RUNTIME_CATS) | step_name | python
               | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (every.stream != NONE)
-              | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None)))
+              | cat(lambda c: c == CPU_OP_CAT)  # every op (FLOP-counted ones among them): launchers
+              | (cat(lambda c: c == USER_ANNOTATION_CAT) & name(lambda n: OPTIMIZER_ANNOTATION_RE.match(n) is not None)))
     first = (every.index == 0) & gpu_trace & ~profiler
     rest = (~profiler & ~(python & (not keep_python)) & ~(cat(lambda c: c == GPU_ANNOTATION_CAT) & ~step_name)
             & (needed | (not gpu_trace)))

@@ -13,6 +13,7 @@ a step or a collective op is ``pipeline/vocabulary.py``.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,18 +24,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from scaletrace.pipeline import collectives as coll
-from scaletrace.pipeline import columns, intervals, limits
+from scaletrace.pipeline import columns, families, intervals, launchers, limits
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.columns import flags_by_code as by_code
 from scaletrace.pipeline.decode import Args, TraceError, check_utf8_text, decode
 from scaletrace.pipeline.schema import PER_TRACE_TABLES
-from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
+from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, COMM_KERNELS, CPU_OP_CAT,
                                             FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
                                             RUNTIME_CATS, STEP_NAME, STEP_RE)
 
 # Which stage 1 reads traces (README, "The compiled extractor"): "compiled (simdjson X.Y.Z)" when
 # pipeline/_scan.cpp is built and SCALETRACE_EXTRACTOR is not "python", else "python (msgspec)".
 EXTRACTOR = columns.active_extractor()
+# What the stored rows of a trace hold, for the same bytes: an ingest parses again a trace stored under
+# another version (runsync.known_shas).  2: device_events gained launch_op, family, family_basis,
+# short_name; the digest follows the family and communication tables, so a release that changes a
+# rule re-classifies stored traces on their next ingest.
+EXTRACT_VERSION = "2-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
+                                              COMM_KERNELS)).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -356,16 +363,21 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
     # a device event belongs to the step of its launch, else to the step its start falls in
     step = steps.at_many(np.where(launch >= 0, cpu.ts[np.maximum(launch, 0)] if len(cpu) else 0, dev.ts))
     kind = _kinds(dev, vocab, classifier, "gpu")
-    coll_rows, spans = [], []
+    coll_rows, spans, corrs, comm_names = [], [], [], []
     for i in np.flatnonzero(kind == KINDS.index("comm")).tolist():
         j = int(launch[i])
         enclosing = ops.containing(vocab.ids[cpu.tid[j]], int(cpu.ts[j])) if j >= 0 else []
         coll_rows.append(_collective_row(int(dev.index[i]), vocab.names[dev.name[i]], dev.args.get(i) or Args(),
                                          enclosing))
         spans.append((int(dev.ts[i]), int(dev.ts[i] + dev.dur[i])))
+        corrs.append(int(dev.corr[i]) if dev.corr[i] != NONE else None)
+        comm_names.append(vocab.names[dev.name[i]])
+    coll_rows = coll.fill_by_period(coll_rows, corrs, comm_names)
+    named = launchers.gpu_columns(dev, cpu, vocab, launch, kind)
     device = _device_table(_int64(dev.index), _lanes(dev, vocab), _nullable(dev.stream), _nullable(dev.device),
                            _strings(dev.cat, vocab.cats), _strings(dev.name, vocab.names), _strings(kind, KINDS),
-                           _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step)
+                           _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step,
+                           *(_strings(*named[c]) for c in LAUNCH_COLUMNS))
     return device, coll_rows, spans
 
 
@@ -426,11 +438,15 @@ def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifi
     coll_rows = [(index[j], coll.canonical(names[j]), None, None, None, None, None, None, None,
                   "cpu_op_name") for j, _, _ in rows if kinds[j] == "comm"]
     spans = [(ts, ts + dur) for j, ts, dur in rows if kinds[j] == "comm"]
+    compute = [kinds[j] == "compute" for j, _, _ in rows]
     device = _device_table(
         [index[j] for j, _, _ in rows], [f"thread {tids[j]}" for j, _, _ in rows], [None] * len(rows),
         [None] * len(rows), [vocab.cats[cpu.cat[j]] for j, _, _ in rows], [names[j] for j, _, _ in rows],
         [kinds[j] for j, _, _ in rows], [ts for _, ts, _ in rows], [dur for _, _, dur in rows],
-        [None] * len(rows), steps.at_many(np.array([ts for _, ts, _ in rows], dtype=np.int64)))
+        [None] * len(rows), steps.at_many(np.array([ts for _, ts, _ in rows], dtype=np.int64)),
+        [None] * len(rows),  # the op is its own launcher
+        [launchers.cpu_family(names[j]) if c else None for (j, _, _), c in zip(rows, compute)],
+        ["op" if c else None for c in compute], [names[j] for j, _, _ in rows])
     return device, coll_rows, spans
 
 
@@ -461,7 +477,9 @@ class _Blocked:
 DEVICE_COLUMNS = (("event_id", pa.int64()), ("lane", pa.string()), ("stream", pa.int64()),
                   ("device", pa.int64()), ("cat", pa.string()), ("name", pa.string()), ("kind", pa.string()),
                   ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("correlation", pa.int64()),
-                  ("step", pa.int64()))
+                  ("step", pa.int64()), ("launch_op", pa.string()), ("family", pa.string()),
+                  ("family_basis", pa.string()), ("short_name", pa.string()))
+LAUNCH_COLUMNS = ("launch_op", "family", "family_basis", "short_name")  # pipeline/launchers.py
 
 
 def _device_table(*columns) -> pa.Table:
@@ -481,17 +499,17 @@ def _collectives_table(rows: list[tuple]) -> pa.Table:
 
 
 def _cpu_table(cpu: columns.Side, vocab: columns.Vocab, cpu_only: bool) -> pa.Table:
-    """Runtime calls, steps, collective ops, kept python_function events and events with a
-    stream arg (HTA counts those); on GPU traces ``cpu`` holds only those already."""
-    if not cpu_only:  # already filtered while reading (columns.needed_on_gpu_trace)
-        keep = np.arange(len(cpu))
-    else:
-        cat = lambda test: by_code(vocab.lower, test)[cpu.cat]  # noqa: E731
-        name = lambda test: by_code(vocab.names, test)[cpu.name]  # noqa: E731
-        keep = np.flatnonzero(
-            cat(lambda c: c in RUNTIME_CATS) | name(lambda n: STEP_NAME in n) | cat(lambda c: c == PYTHON_CAT)
-            | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (cpu.stream != NONE)
-            | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None)))
+    """Runtime calls, steps, collective ops, kept python_function events, events with a
+    stream arg (HTA counts those) and FLOP-counted ops with their shapes (columns.needed_on_gpu_trace);
+    on GPU traces also the trace's first event (HTA's index_correlation 0), not the other ops
+    read only to find launchers."""
+    cat = lambda test: by_code(vocab.lower, test)[cpu.cat]  # noqa: E731
+    name = lambda test: by_code(vocab.names, test)[cpu.name]  # noqa: E731
+    keep = np.flatnonzero(
+        cat(lambda c: c in RUNTIME_CATS) | name(lambda n: STEP_NAME in n) | cat(lambda c: c == PYTHON_CAT)
+        | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (cpu.stream != NONE)
+        | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None))
+        | ((cpu.index == 0) & (not cpu_only)))
     return pa.table({
         "event_id": _int64(cpu.index[keep]),
         "cat": _strings(cpu.cat[keep], vocab.cats),

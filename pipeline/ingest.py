@@ -22,8 +22,8 @@ import pyarrow as pa
 from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles, store
 from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, unpack
-from scaletrace.pipeline.extract import (Extracted, TraceMeta, extract, rank_from_filename, scan_or_decode,
-                                        scan_padding)
+from scaletrace.pipeline.extract import (EXTRACT_VERSION, Extracted, TraceMeta, extract, rank_from_filename,
+                                        scan_or_decode, scan_padding)
 from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
 from scaletrace.pipeline.workers import in_order, pool_size
 
@@ -375,7 +375,7 @@ def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: Pars
         bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
         pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
         nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
-        trace_mode=meta.trace_mode)
+        trace_mode=meta.trace_mode, extract_version=EXTRACT_VERSION)
 
 
 def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaletrace.pipeline import sidefiles
+from scaletrace.pipeline.extract import EXTRACT_VERSION
 from scaletrace.pipeline.manifest import run_row
 
 
@@ -19,8 +20,10 @@ def known_shas(con, runs) -> dict[str, str]:
     whose run id, or rank from run.json, is no longer what run.json says (it is parsed again)."""
     current = {str(f): run for run in runs for f in run.files}
     known = {}
-    for path, sha, run_id, rank, source in con.execute(
-            "SELECT path, sha256, run_id, rank, rank_source FROM traces").fetchall():
+    for path, sha, run_id, rank, source, version in con.execute(
+            "SELECT path, sha256, run_id, rank, rank_source, extract_version FROM traces").fetchall():
+        if version != EXTRACT_VERSION:  # stored by another extract: its rows lack what this one makes
+            continue
         run = current.get(path)
         if run is not None and run_id != run.run_id:
             continue

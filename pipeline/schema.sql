@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS traces (
     ingested_at   TIMESTAMP
 );
 
+-- added with the launching op and kernel families: rows made by an older extract are parsed again
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS extract_version VARCHAR;
+
 CREATE TABLE IF NOT EXISTS device_events (
     trace_id    BIGINT,
     run_id      VARCHAR,
@@ -78,6 +81,13 @@ CREATE TABLE IF NOT EXISTS device_events (
     correlation BIGINT,
     step        BIGINT
 );
+
+-- added with kernel_summary (pipeline/launchers.py, pipeline/families.py): the op that launched the
+-- event, the compute family it gives (or the kernel's base name gives) and the base name
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS launch_op VARCHAR;
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS family VARCHAR;
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS family_basis VARCHAR;
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS short_name VARCHAR;
 
 CREATE TABLE IF NOT EXISTS interval_unions (
     trace_id  BIGINT,

@@ -30,6 +30,7 @@ class TraceRow:
     base_time_ns: int | None
     ts_fractional: bool
     trace_mode: str  # gpu / cpu
+    extract_version: str | None = None  # extract.EXTRACT_VERSION that made the rows (another: parsed again)
 
 
 _TRACE_COLUMNS = ", ".join(f.name for f in fields(TraceRow))

@@ -30,7 +30,8 @@ SYNC_CATS = ("cuda_sync",)
 DEVICE_CATS = frozenset(KERNEL_CATS + MEMORY_CATS + SYNC_CATS)
 # Host-side launches and API calls; a device event's `correlation` points at one of these.
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"})
-CPU_OP_CAT = "cpu_op"  # an ATen op: compute on CPU-only traces
+CPU_OP_CAT = "cpu_op"  # an ATen op: compute on CPU-only traces; on GPU traces, what launched a kernel
+USER_ANNOTATION_CAT = "user_annotation"  # record_function spans (ProfilerStep#N, Optimizer.step#…)
 PYTHON_CAT = "python_function"  # Python stack events: dropped unless --keep-python
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # annotations mirrored on the GPU timeline: only steps kept
 PROFILER_CAT = "trace"  # the profiler's own spans: dropped
@@ -63,8 +64,25 @@ COLLECTIVE_CALL_PREFIXES = (*COLLECTIVE_OP_PREFIXES, "_c10d_functional::", "c10d
 # Searched ignoring case.
 WAIT_PATTERN = r"^_?c10d_functional::wait_tensor$|^c10d::wait$|work\w*::wait$|processgroup\w*::wait$"
 # NCCL / RCCL kernel names that say the collective: `ncclKernel_AllReduce_RING_LL_Sum_float`,
-# `ncclDevKernel_AllGather_RING_LL`; RCCL's `ncclDevKernel_Generic` does not.
-COLLECTIVE_KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+# `ncclDevKernel_AllGather_RING_LL`, NCCL 2.27's symmetric `ncclSymkDevKernel_AllReduce_AGxLLMC_R_sum_bf16`;
+# RCCL's `ncclDevKernel_Generic` does not (its collective comes from the enclosing CPU op).
+COLLECTIVE_KERNEL_RE = re.compile(r"^(?:nccl|rccl)(?:Symk)?(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+# Communication kernels that are not NCCL's: (regex searched in the kernel's qualified function name,
+# pipeline/families.function_name: no template argument or parameter list is ever searched, any case;
+# the collective it is, or None when the name does not say).  Sources: torch symmetric memory
+# (torch/csrc/distributed/c10d/symm_mem: multimem_all_reduce_kernel, multimem_one_shot_reduce_kernel,
+# one_shot_all_reduce_kernel, two_shot_all_reduce_kernel, multimem_all_gather_kernel, reduce_scatter
+# kernels), vLLM's custom all-reduce (csrc/custom_all_reduce.cuh: cross_device_reduce_1stage / _2stage),
+# FlashInfer / TensorRT-LLM all-reduce fusion (allreduce_fusion_kernel_*, oneShotAllReduceKernel,
+# twoShotAllReduceKernel, lamport kernels), DeepEP (namespace deep_ep: dispatch / combine are
+# all-to-all), NVSHMEM (nvshmem*), Transformer Engine userbuffers (userbuffers_*), MSCCL++ (mscclpp).
+COMM_KERNELS: tuple[tuple[str, str | None], ...] = (
+    (r"all_?gather", "all_gather"),
+    (r"reduce_?scatter", "reduce_scatter"),
+    (r"all_?reduce|cross_device_reduce|multimem_one_shot_reduce|lamport", "all_reduce"),
+    (r"(^|::)deep_ep::|all_?to_?all", "all_to_all"),
+    (r"(^|::)nvshmemi?_|(^|::)userbuffers|(^|::)mscclpp", None),
+)
 GENERIC_KERNEL_COLLECTIVE = "generic"
 # nccl-tests / c10d spellings -> canonical collective name; keys lower case without "_".
 CANONICAL_COLLECTIVES = {

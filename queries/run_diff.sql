@@ -3,9 +3,9 @@
 -- grain: one row per kernel family present in either run
 -- param: run_a VARCHAR optional; the first run (e.g. the smaller one); NULL: no rows
 -- param: run_b VARCHAR optional; the second run; NULL: no rows
--- Family: compute kernels (and, on CPU traces, CPU ops) by the kernel_families
--- table (first matching pattern on the lower-cased name; 'other compute'
--- otherwise), so templated names group; communication by collective ×
+-- Family: compute kernels (and, on CPU traces, CPU ops) by their stored family
+-- (kernel_summary: from the launching op, else the base name; GEMM,
+-- attention, …, elementwise, optimizer, other), so templated names group; communication by collective ×
 -- process group ('all_reduce · default_pg', process group = description, else
 -- name); memory by 'memcpy HtoD' / 'memcpy DtoD' / ... / 'memset'; sync and the
 -- rest by kind.
@@ -20,8 +20,8 @@
 -- is counted twice (floored at 0 where a trace's nesting is imperfect, e.g.
 -- a child rounded past its parent's end); count_per_step counts every op.
 -- delta_* = b − a.  top_kernel = the family's kernel with the most time in run b
--- (run a when absent in b), its name normalised: template arguments <...>,
--- parameter lists (...) and a leading 'void ' removed.
+-- (run a when absent in b), by its short name (kernel_summary.short_name: return
+-- type, namespaces, template arguments and parameter lists removed).
 -- An unknown run_a or run_b is an error naming it.
 -- Units: *_ns nanoseconds; count_per_step_* events per step per GPU.
 WITH sides AS (
@@ -41,7 +41,7 @@ win AS (
 ),
 ev AS (
     SELECT w.side, d.trace_id, d.event_id, d.lane, d.name, d.kind, d.ts_ns, d.dur_ns,
-           t.trace_mode = 'cpu' AS cpu
+           d.family, coalesce(d.short_name, d.name) AS short_name, t.trace_mode = 'cpu' AS cpu
     FROM win w JOIN device_events d ON d.run_id = w.run_id JOIN traces t ON t.trace_id = d.trace_id
     WHERE w.num_steps = 0 OR d.step IS NOT NULL
 ),
@@ -70,14 +70,9 @@ parents AS (
 ),
 leaf AS (
     -- self time: an op's duration less its direct children's (GPU kernels do not nest: their duration)
-    SELECT e.side, e.trace_id, e.event_id, e.name, e.kind,
+    SELECT e.side, e.trace_id, e.event_id, e.name, e.kind, e.family, e.short_name,
            greatest(e.dur_ns - coalesce(pa.children_ns, 0), 0) AS dur_ns
     FROM ev e LEFT JOIN parents pa ON e.cpu AND pa.trace_id = e.trace_id AND pa.parent_id = e.event_id
-),
-names AS (SELECT DISTINCT name FROM leaf WHERE kind = 'compute'),
-name_family AS (
-    SELECT n.name, arg_min(f.family, f.priority) AS family
-    FROM names n JOIN kernel_families f ON regexp_matches(lower(n.name), f.pattern) GROUP BY n.name
 ),
 fam AS (
     SELECT l.side, l.kind, l.dur_ns,
@@ -86,14 +81,11 @@ fam AS (
                 WHEN l.kind = 'memory' AND lower(l.name) LIKE '%memset%' THEN 'memset'
                 WHEN l.kind = 'memory'
                 THEN 'memcpy' || coalesce(' ' || nullif(regexp_extract(l.name, '(HtoD|DtoH|DtoD|PtoP|HtoH)'), ''), '')
-                WHEN l.kind = 'compute' THEN coalesce(nf.family, 'other compute')
+                WHEN l.kind = 'compute' THEN coalesce(l.family, 'other')
                 ELSE l.kind END AS family,
-           trim(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(l.name,
-               '<[^<>]*>', '', 'g'), '<[^<>]*>', '', 'g'), '<[^<>]*>', '', 'g'), '\(.*$', ''), '^void ', ''))
-               AS kernel
+           l.short_name AS kernel
     FROM leaf l
     LEFT JOIN collectives c ON l.kind = 'comm' AND c.trace_id = l.trace_id AND c.event_id = l.event_id
-    LEFT JOIN name_family nf ON nf.name = l.name
 ),
 per_kernel AS (
     SELECT side, family, kind, kernel, count(*) AS n, sum(dur_ns) AS t FROM fam GROUP BY ALL

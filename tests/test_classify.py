@@ -82,11 +82,11 @@ def test_default_rules(side, cat, name, kind):
 def test_rules_are_overridable(tmp_path):
     path = tmp_path / "rules.json"
     path.write_text(json.dumps([{"side": "gpu", "field": "name", "match": "prefix",
-                                 "pattern": "my_allreduce", "kind": "comm"}]
+                                 "pattern": "my_exchange", "kind": "comm"}]
                                + [r.__dict__ for r in DEFAULT_RULES]))
     rules = load_rules(path)
-    assert Classifier(rules).classify("gpu", "kernel", "my_allreduce_kernel") == "comm"
-    assert Classifier().classify("gpu", "kernel", "my_allreduce_kernel") == "compute"
+    assert Classifier(rules).classify("gpu", "kernel", "my_exchange_kernel") == "comm"
+    assert Classifier().classify("gpu", "kernel", "my_exchange_kernel") == "compute"
 
 
 def test_bad_rules_file_names_the_problem(tmp_path):

@@ -105,6 +105,8 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "peak_flops_basis", "process_group",
             # idle and op efficiency (flops: a FLOP count)
             "stream", "idle_category", "family", "pass", "name", "input_dims", "num_ops",
+            # kernel_summary (launches: a count of events)
+            "short_name", "kind", "family_basis", "launching_op", "launches", "launches_per_step_per_gpu",
             "num_ops_without_flops", "flops",
             # scaling attribution and run_diff
             "vs", "baseline_gpus", "is_best", "is_baseline", "from_run", "to_run", "from_gpus", "to_gpus",
