@@ -69,7 +69,7 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     out = Path(out)
     created = _make_dirs(out.parent)
     text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
-                  sections=_sections(drawn, data))
+                  sections=_sections(drawn, data), run_sentences=data.run_sentences)
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):

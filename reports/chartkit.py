@@ -17,7 +17,7 @@ PARTS = {  # step-breakdown parts in stacking order; the five shares sum to 100 
 }
 PART_COLOURS = ["#4c78a8", "#e45756", "#f58518", "#bab0ac", "#eeeeee"]
 LABEL_FONT = 10
-MS = ".3~g"  # data labels in ms: three significant digits (0.0405, 12.9, 105)
+MS = ",.3~r"  # data labels in ms: three significant digits, never e-notation (0.0405, 12.9, 105, 1,200)
 
 
 def gpus(n) -> str:
@@ -63,6 +63,25 @@ def point_labels(chart: alt.Chart, field: str, fmt: str, dy: int = -9) -> alt.Ch
         text=alt.Text(f"{field}:Q", format=fmt)).copy(deep=True)
     labels.encoding.strokeDash = alt.Undefined  # text has no stroke dash (Vega-Lite warns)
     return labels
+
+
+def with_slivers(chart, df: pl.DataFrame, y: str, order: list[str], x_scale: alt.Scale):
+    """``chart`` + the words of the sliver runs of ``df`` (column sliver_note, reports/device_share.py)
+    at the start of their row ``y``, where their bars would have been (``chart`` alone when none)."""
+    if "sliver_note" not in df.columns:
+        return chart
+    rows = df.filter(pl.col("sliver_note").is_not_null()).select(y, "sliver_note", x0=pl.lit(0.0))
+    if rows.is_empty():
+        return chart
+    words = alt.Chart(data(rows)).mark_text(align="left", dx=2, fontSize=LABEL_FONT, fontStyle="italic",
+                                            color="#8a5a00").encode(
+        y=alt.Y(f"{y}:N", sort=order), x=alt.X("x0:Q", scale=x_scale), text="sliver_note:N")
+    return chart + words
+
+
+def drawn(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows drawn as parts: every run but the slivers (sliver_note set)."""
+    return df.filter(pl.col("sliver_note").is_null()) if "sliver_note" in df.columns else df
 
 
 def baseline(n) -> str:

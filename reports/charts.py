@@ -22,6 +22,7 @@ from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
 from scaletrace.reports.charts_projection import build_projection
+from scaletrace.reports.device_share import SLIVER_PCT
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
@@ -43,6 +44,9 @@ def _has(col: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
 
 NO_SWEEP = ("No throughput: give runs a workload and tokens_per_step (or global_batch_size and seq_len) "
             "in run.json.")
+SLIVERS = (f" A run whose device activity spans under {SLIVER_PCT:g} % of its step (query run_device_share) "
+           "has no bars: its row says how long the device was busy, since the shares would describe that "
+           "sliver, not the step.")
 
 CHARTS = [
     ChartSpec("throughput", "Throughput vs GPUs",
@@ -70,13 +74,13 @@ CHARTS = [
     ChartSpec("step_time", "Step time and where it goes",
               "Each run's step time (median over steps of the slowest rank, labelled at the bar's end) split "
               "in the proportions of the next chart: compute, exposed communication, exposed memory, other "
-              "and idle, in ms.",
+              "and idle, in ms." + SLIVERS,
               "No step time: the traces have no ProfilerStep annotations and the run no step log.",
               "breakdown", _has("step_time_ns"), build_step_time),
     ChartSpec("breakdown", "Where step time goes (% of span)",
               "Each part as a share of the rank's traced span, averaged over the run's ranks (the runs "
               "table's figures, unrounded); the five parts sum to 100 %. The right panel shows "
-              "communication that ran under compute, as a share of the span, averaged over ranks.",
+              "communication that ran under compute, as a share of the span, averaged over ranks." + SLIVERS,
               "No device activity in the traces.", "breakdown", _has("compute_pct"), build_step_breakdown),
     ChartSpec("comm_vs_compute", "Communication vs compute per step",
               "For the fastest run of each sweep at each GPU count: compute, communication and exposed "
@@ -132,7 +136,7 @@ CHARTS = [
               "For the fastest run of each sweep at each GPU count: step time × GPUs ÷ tokens per step, split in "
               "run_summary's proportions (each part ÷ the rank's traced span, mean over ranks), exposed "
               "communication drawn as transfer and waiting for a slower peer. Perfect scaling keeps the bar's "
-              "length; what grows is where the added GPUs' time went.",
+              "length; what grows is where the added GPUs' time went." + SLIVERS,
               NO_SWEEP, "gpu_time_parts", _has("total_gpu_ns_per_token"), build_gpu_time_per_token, WHY),
     ChartSpec("efficiency_lost", "Efficiency points lost, by part",
               "Between the fastest runs of consecutive GPU counts: the drop of scaling efficiency vs the sweep's "

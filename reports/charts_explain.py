@@ -15,7 +15,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, gpus
+from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, drawn, gpus, with_slivers
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, IDLE_PARTS
 
 WHY = "Why efficiency drops"  # the report section these charts open (reports/charts.py ChartSpec.section)
@@ -47,10 +47,10 @@ def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
         - pl.col("exposed_comm_wait_gpu_ns_per_token"))
     df = _run_labels(df)
     order = df["label"].to_list()
-    long = pl.concat([df.select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
-                                us=pl.col(f"{key}_gpu_ns_per_token") / 1e3)
+    long = pl.concat([drawn(df).select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
+                                       us=pl.col(f"{key}_gpu_ns_per_token") / 1e3)
                       for i, (key, name, _) in enumerate(PARTS)])
-    totals = df.select("label", total_us=pl.col("total_gpu_ns_per_token") / 1e3)
+    totals = drawn(df).select("label", total_us=pl.col("total_gpu_ns_per_token") / 1e3)
     room = alt.Scale(domain=[0, 1.15 * (totals["total_us"].max() or 1)])
     bars = alt.Chart(data(long)).mark_bar(stroke="#999", strokeWidth=0.3).encode(
         y=alt.Y("label:N", title=None, sort=order),
@@ -60,7 +60,7 @@ def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
         tooltip=["run_id:N", "part:N", alt.Tooltip("us:Q", title="GPU-µs per token", format=".3~g")])
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
         y=alt.Y("label:N", sort=order), x=alt.X("total_us:Q", scale=room), text=alt.Text("total_us:Q", format=".3~g"))
-    return (bars + total).properties(
+    return with_slivers(bars + total, df, "label", order, room).properties(
         title="GPU-time per token of the fastest run at each GPU count (flat = perfect scaling)",
         width=WIDTH + 80, height=alt.Step(24))
 

@@ -9,16 +9,18 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
-from scaletrace.reports.projection import ProjectionError
-from scaletrace.reports.projection_sweeps import curve, fit_sweeps, knee
+from scaletrace.reports.projection import MIN_SIZES, NO_WORKLOAD, ProjectionError
+from scaletrace.reports.projection_sweeps import Skipped, curve, fit_sweeps, knee
+from scaletrace.reports.words import count, listing
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
 UNRELIABLE_PCT = 50  # a larger leave-one-out error: the findings claim no knee
+MAX_NAMED = 4  # runs without a workload named in the not-projected line (then "and N more")
 
 
-def projection_data(db: Database) -> tuple[pl.DataFrame, list[str]]:
-    """The chart's curve (reports.projection.curve) of every identifiable sweep, and one line per
-    sweep that could not be projected."""
+def projection_data(db: Database) -> tuple[pl.DataFrame, list[Skipped | str]]:
+    """The chart's curve (reports.projection.curve) of every identifiable sweep, and the sweeps that
+    could not be projected (a line of text when the projection failed as a whole)."""
     try:
         sweeps, skipped = fit_sweeps(db)
     except ProjectionError as exc:
@@ -52,11 +54,40 @@ def build_projection(df: pl.DataFrame) -> alt.LayerChart:
                                        "dotted: largest measured"), width=WIDTH, height=HEIGHT)
 
 
-def projection_sentences(df: pl.DataFrame, skipped: list[str]) -> list[str]:
-    """Per projected sweep: the knee, or that none is predicted within FACTOR× the largest measured count."""
+def not_projected_line(skipped: list[Skipped | str], projected: list[str]) -> str | None:
+    """One line for the whole report: which sweeps were projected and why the others were not
+    (runs without a workload counted together, each other sweep named with its GPU counts)."""
+    if not skipped:
+        return None
+    alone = [s.label.removesuffix(NO_WORKLOAD) for s in skipped if isinstance(s, Skipped) and s.no_workload]
+    few = [s for s in skipped if isinstance(s, Skipped) and not s.no_workload and s.reason == "sizes"]
+    tokens = [s.label for s in skipped if isinstance(s, Skipped) and s.reason == "tokens" and not s.no_workload]
+    why = [str(s) for s in skipped if not isinstance(s, Skipped)]
+    if alone:
+        named = ", ".join(alone[:MAX_NAMED]) + (f" and {len(alone) - MAX_NAMED} more" if len(alone) > MAX_NAMED else "")
+        why.append(f"{count(len(alone), 'run')} without a workload in run.json, each a sweep of one GPU count "
+                   f"({named})")
+    if few:
+        why.append(listing([f"{s.label} ({count(len(s.sizes), 'measured GPU count')}"
+                            f"{': ' + ', '.join(map(str, s.sizes)) if s.sizes else ', none with steps'})"
+                            for s in few]))
+    if tokens:
+        why.append(f"{listing(tokens)} without tokens_per_step (or global_batch_size and seq_len) in run.json")
+    head = (f"Projection: {listing(projected)} {'is' if len(projected) == 1 else 'are'} projected; not projected: "
+            if projected else "Projection: no sweep could be projected: ")
+    needs = (f"; the model needs at least {MIN_SIZES} measured GPU counts per sweep"
+             if alone or few else "")
+    return f"{head}{'; '.join(why)}{needs}."
+
+
+def projection_sentences(df: pl.DataFrame, skipped: list[Skipped | str]) -> list[str]:
+    """Per projected sweep: the knee, or that none is predicted within FACTOR× the largest measured count;
+    then one line for the sweeps left out (not_projected_line)."""
     out = []
+    projected = df["sweep"].unique(maintain_order=True).to_list() if not df.is_empty() else []
+    line = not_projected_line(skipped, projected)
     if df.is_empty():
-        return list(skipped)
+        return [line] if line else []
     for (sweep,), part in df.group_by(["sweep"], maintain_order=True):
         top = int(part["max_measured"][0])
         band = float(part["band_pct"][0])
@@ -74,4 +105,4 @@ def projection_sentences(df: pl.DataFrame, skipped: list[str]) -> list[str]:
                      else "beyond the measured runs")
             out.append(f"{sweep}: projected knee at {gpus(k)} ({where}): beyond it each added GPU yields less "
                        f"than half its ideal throughput {basis}.")
-    return out + skipped
+    return out + ([line] if line else [])

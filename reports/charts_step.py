@@ -1,22 +1,27 @@
-"""Per-run charts: where step time goes (% of span and ms of the step), bandwidth by size, per rank."""
+"""Per-run charts: where step time goes (% of span and ms of the step), bandwidth by size, per rank.
+
+A run whose device span is a sliver of its step (``sliver_note``, reports/device_share.py) is not
+drawn as a stack of parts: its row carries the words instead (chartkit.with_slivers).
+"""
 
 from __future__ import annotations
 
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data
+from scaletrace.reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, with_slivers
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 
 
 def _long_parts(breakdown: pl.DataFrame) -> pl.DataFrame:
-    """One row per run × part: its exact share of the span (run_summary's figure) and ms of the step;
-    axis_pct = ms as a share of the longest step (whether a label fits the segment)."""
+    """One row per run × part (slivers left out): its exact share of the span (run_summary's figure)
+    and ms of the step; axis_pct = ms as a share of the longest step (whether a label fits)."""
     rows = []
-    longest_ms = (breakdown["step_time_ns"].max() or 0) / 1e6
+    bars = drawn(breakdown)
+    longest_ms = (bars["step_time_ns"].max() or 0) / 1e6
     for i, (key, name) in enumerate(PARTS.items()):
-        rows.append(breakdown.select(
+        rows.append(bars.select(
             "run_id", pct=pl.col(f"{key}_pct"), ms=pl.col(f"{key}_of_step_ns") / 1e6,
             step_ms=pl.col("step_time_ns") / 1e6, part=pl.lit(name), order=pl.lit(i)))
     long = pl.concat(rows)
@@ -24,9 +29,10 @@ def _long_parts(breakdown: pl.DataFrame) -> pl.DataFrame:
 
 
 def _stacked(long: pl.DataFrame, field: str, title: str, fmt: str, x_scale: alt.Scale | None,
-             width_field: str) -> alt.LayerChart:
-    """Stacked bars of ``field`` per run and part, labelled where the segment is wide enough."""
-    order = breakdown_order(long)
+             width_field: str, order: list[str] | None = None) -> alt.LayerChart:
+    """Stacked bars of ``field`` per run and part, labelled where the segment is wide enough (``order``:
+    the runs on the y axis, top first; default those of ``long``)."""
+    order = order or breakdown_order(long)
     x = alt.X(f"{field}:Q", title=title, stack="zero", **({"scale": x_scale} if x_scale else {}))
     bars = alt.Chart(data(long)).mark_bar().encode(
         y=alt.Y("run_id:N", title=None, sort=order), x=x,
@@ -44,17 +50,19 @@ def _stacked(long: pl.DataFrame, field: str, title: str, fmt: str, x_scale: alt.
     return bars + labels
 
 
-def breakdown_order(long: pl.DataFrame) -> list[str]:
-    return long["run_id"].unique(maintain_order=True).to_list()
+def breakdown_order(df: pl.DataFrame) -> list[str]:
+    return df["run_id"].unique(maintain_order=True).to_list()
 
 
 def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
     long = _long_parts(breakdown)
-    stacked = _stacked(long, "pct", "% of the traced span (mean over ranks)", ".0f",
-                       alt.Scale(domain=[0, 100], nice=False), "pct").properties(
+    order = breakdown_order(breakdown)
+    pct_scale = alt.Scale(domain=[0, 100], nice=False)
+    stacked = with_slivers(_stacked(long, "pct", "% of the traced span (mean over ranks)", ".0f", pct_scale, "pct",
+                                     order), breakdown, "run_id", order, pct_scale).properties(
         title="Where step time goes (% of span)", width=WIDTH, height=alt.Step(22))
     hidden_bars = alt.Chart(data(breakdown)).mark_bar(color="#9ecae1").encode(
-        y=alt.Y("run_id:N", title=None, sort=breakdown_order(long), axis=None),
+        y=alt.Y("run_id:N", title=None, sort=order, axis=None),
         x=alt.X("overlapped_comm_pct:Q", title="comm under compute (% of span)"),
         tooltip=["run_id:N", alt.Tooltip("overlapped_comm_pct:Q", format=".2f")])
     hidden = (hidden_bars + hidden_bars.mark_text(align="left", dx=3, fontSize=LABEL_FONT).encode(
@@ -65,13 +73,14 @@ def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
 
 def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
     long = _long_parts(breakdown)
-    totals = breakdown.select("run_id", step_ms=pl.col("step_time_ns") / 1e6)
+    order = breakdown_order(breakdown)
+    totals = drawn(breakdown).select("run_id", step_ms=pl.col("step_time_ns") / 1e6)
     room = alt.Scale(domain=[0, 1.12 * (totals["step_ms"].max() or 1)])  # the longest bar's total label fits
-    stacked = _stacked(long, "ms", "step time (ms)", MS, room, "axis_pct")
+    stacked = _stacked(long, "ms", "step time (ms)", MS, room, "axis_pct", order)
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
-        y=alt.Y("run_id:N", sort=breakdown_order(long)), x=alt.X("step_ms:Q", scale=room),
+        y=alt.Y("run_id:N", sort=order), x=alt.X("step_ms:Q", scale=room),
         text=alt.Text("step_ms:Q", format=MS))
-    return (stacked + total).properties(
+    return with_slivers(stacked + total, breakdown, "run_id", order, room).properties(
         title="Step time and where it goes (ms)", width=WIDTH + 80, height=alt.Step(22))
 
 

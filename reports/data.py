@@ -15,6 +15,7 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.device_share import sliver_notes
 
 MAX_RANK_RUNS = 6  # per-rank chart: at most this many runs (the largest)
 MAX_RANKS = 256  # per-rank chart: at most this many ranks per run (the most exposed)
@@ -28,10 +29,10 @@ class ReportError(ValueError):
 
 @dataclass
 class ReportData:
-    runs: pl.DataFrame  # run_summary, selected runs
+    runs: pl.DataFrame  # run_summary, selected runs, + sliver_note (reports/device_share.py; NULL: none)
     scaling: pl.DataFrame  # scaling + base_* figures, is_best, step_efficiency_pct (best rows)
     layouts: pl.DataFrame  # layouts + label, group; layouts_at_size among the selected runs
-    breakdown: pl.DataFrame  # run_breakdown + sweep
+    breakdown: pl.DataFrame  # run_breakdown + sweep, sliver_note
     best_breakdown: pl.DataFrame  # run_breakdown of the best run per sweep × GPU count
     exposed_by_group: pl.DataFrame  # run_exposed_comm_by_group of the best runs
     collectives: pl.DataFrame  # run_collectives of the best runs
@@ -44,7 +45,7 @@ class ReportData:
     attribution: pl.DataFrame = field(default_factory=pl.DataFrame)
     attribution_by_group: pl.DataFrame = field(default_factory=pl.DataFrame)
     growth: pl.DataFrame = field(default_factory=pl.DataFrame)
-    gpu_time_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
+    gpu_time_parts: pl.DataFrame = field(default_factory=pl.DataFrame)  # + sliver_note
     # reports/efficiency.py, the best runs: idle_breakdown's parts per step, compute_efficiency and
     # op_efficiency per family (one row per run × series)
     idle_parts: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -54,6 +55,8 @@ class ReportData:
     # "Projection" (reports/charts_projection.py): the model's curve per sweep, and its sentences
     projection: pl.DataFrame = field(default_factory=pl.DataFrame)
     projection_notes: list[str] = field(default_factory=list)
+    # "Run by run": every selected run's own sentences (reports/run_explain.py: run_id, about, sentence)
+    run_sentences: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -76,22 +79,27 @@ def select_runs(summary: pl.DataFrame, runs: list[str] | None) -> list[str]:
 
 
 def load(db: Database, runs: list[str] | None = None) -> ReportData:
+    from scaletrace.reports.run_explain import load_tables, run_sentences
+
     summary = db.query("run_summary")
     wanted = select_runs(summary, runs)
-    summary = _filter(summary, wanted)
+    tables = load_tables(db, wanted, summary)  # the run sentences' tables, read once for the report too
+    summary = _with_slivers(tables.summary, tables.share)
     notes: list[str] = []
-    sweeps = summary.select("run_id", sweep=pl.col("workload").fill_null(NO_SWEEP))
+    sweeps = summary.select("run_id", "sliver_note", sweep=pl.col("workload").fill_null(NO_SWEEP))
     scaling = _scaling(db.query("scaling"), wanted, notes)
     best = scaling.filter("is_best").select("run_id", "sweep", "world_size")
     breakdown = _filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
-    by_group = db.query("run_exposed_comm_by_group").join(best, on="run_id", how="inner")
+    by_group = tables.by_group.join(best, on="run_id", how="inner")
     collectives = db.query("run_collectives").join(best, on="run_id", how="inner")
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
-    rank_wait = _sample_ranks(_filter(db.query("rank_wait"), wanted), notes)
-    why = _why(db, wanted, best)
+    rank_wait = _sample_ranks(tables.rank_wait, notes)
+    why = _why(db, wanted, best, tables)
+    why["gpu_time_parts"] = why["gpu_time_parts"].join(sweeps.select("run_id", "sliver_note"), on="run_id",
+                                                       how="left")
     why.update(_projection(db))
     return ReportData(
-        **why,
+        **why, run_sentences=run_sentences(tables),
         runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
@@ -99,14 +107,24 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     )
 
 
-def _why(db: Database, wanted: list[str], best: pl.DataFrame) -> dict:
+def _with_slivers(summary: pl.DataFrame, share: pl.DataFrame) -> pl.DataFrame:
+    """run_summary + sliver_note: reports/device_share.py's words where the run's device span is a
+    sliver of its step (NULL elsewhere): the runs table and the step-time charts say it."""
+    ranks = dict(zip(summary["run_id"].to_list(), summary["ranks_traced"].to_list()))
+    notes = sliver_notes(share, ranks)
+    return summary.with_columns(sliver_note=pl.col("run_id").replace_strict(notes, default=None,
+                                                                              return_dtype=pl.String))
+
+
+def _why(db: Database, wanted: list[str], best: pl.DataFrame, tables) -> dict:
     """The "Why efficiency drops" tables and sentences, for the steps whose runs are both selected;
-    idle and compute efficiency of ``best`` (the fastest selected run of each sweep at each GPU count)."""
+    idle and compute efficiency of ``best`` (the fastest selected run of each sweep at each GPU count;
+    ``tables``: run_explain.RunTables of the selected runs, whose idle and efficiency rows are these)."""
     from scaletrace.reports import efficiency, explain
 
-    expl = explain.for_runs(explain.explain(db, extras=False), wanted)
-    idle = efficiency.idle_per_step(db.query("idle_breakdown"), best)
-    compute = efficiency.efficiency_per_run(db.query("compute_efficiency"), db.query("op_efficiency"), best)
+    expl = explain.for_runs(explain.explain(db, extras=False, runs_too=False), wanted)
+    idle = efficiency.idle_per_step(tables.idle, best)
+    compute = efficiency.efficiency_per_run(tables.compute, tables.ops, best)
     # what the EXTRA_SENTENCES hooks say (idle_hook, compute_hook), from the tables just read: the
     # hooks would run the same three queries again
     more = efficiency.idle_sentences(idle) + efficiency.compute_sentences(compute)

@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import polars as pl
 
+from scaletrace.reports.device_share import SLIVER_PCT
+
 SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
     "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
     "dp": ("dp", "{}"), "tp": ("tp", "{}"), "pp": ("pp", "{}"), "cp": ("cp", "{}"),
@@ -31,7 +33,9 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child, td:nth-child(2) { text-align: left; white-space: nowrap; }
 .chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
-.warn { color: #a00; } h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
+.warn { color: #a00; } td.sliver { text-align: left; color: #8a5a00; font-style: italic; white-space: normal; }
+div.run h3 { margin: 1em 0 0.2em; font-size: 1em; } div.run ul { margin-top: 0.2em; font-size: 0.92em; }
+h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
 """
 
 
@@ -59,18 +63,47 @@ def _cell(value, fmt: str, column: str) -> str:
         return html.escape(str(value))
 
 
+# The step's five shares: where a run's device span is a sliver of its step (``sliver_note``,
+# reports/device_share.py), one cell across them says so instead of five shares of that sliver.
+SHARE_COLUMNS = ("compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct")
+
+
+def _row(r: dict, cols: list[str]) -> str:
+    note = r.get("sliver_note")
+    shares = [c for c in cols if c in SHARE_COLUMNS]
+    cells = []
+    for c in cols:
+        if note and c in shares:
+            if c == shares[0]:
+                cells.append(f'<td class="sliver" colspan="{len(shares)}">{html.escape(note)}</td>')
+            continue
+        cells.append(f"<td>{_cell(r[c], SUMMARY_COLUMNS[c][1], c)}</td>")
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
 def summary_table(runs: pl.DataFrame) -> str:
     cols = [c for c in SUMMARY_COLUMNS if c in runs.columns]
     head = "".join(f"<th>{html.escape(SUMMARY_COLUMNS[c][0])}</th>" for c in cols)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{_cell(r[c], SUMMARY_COLUMNS[c][1], c)}</td>" for c in cols) + "</tr>"
-        for r in runs.iter_rows(named=True))
+    rows = "".join(_row(r, cols) for r in runs.iter_rows(named=True))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def run_sections(sentences: pl.DataFrame) -> str:
+    """The "Run by run" section: each run's name, then its sentences (reports/run_explain.py)."""
+    if sentences.is_empty():
+        return ""
+    blocks = "".join(
+        f'<div class="run"><h3>{html.escape(run)}</h3><ul>'
+        + "".join(f"<li>{html.escape(text)}</li>" for text in part["sentence"]) + "</ul></div>"
+        for (run,), part in sentences.group_by(["run_id"], maintain_order=True))
+    return f'<h2 class="section" id="run-by-run">Run by run</h2><div id="runs-explained">{blocks}</div>'
 
 
 TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
                 "% of step: the part ÷ the rank's traced span, averaged over the run's ranks "
-                "(exposed comm = communication not hidden under compute).")
+                "(exposed comm = communication not hidden under compute). Where the device's activity "
+                f"spans under {SLIVER_PCT:g} % of the step, the shares describe that sliver, not the step, "
+                "and the table says so instead.")
 
 
 def _section_head(heading: str, sentences: list[str]) -> str:
@@ -82,9 +115,11 @@ def _section_head(heading: str, sentences: list[str]) -> str:
 
 def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
            charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = (),
-           sections: dict[str, tuple[str, list[str]]] | None = None) -> str:
+           sections: dict[str, tuple[str, list[str]]] | None = None,
+           run_sentences: pl.DataFrame | None = None) -> str:
     """charts: (key, title, caption, Vega-Lite spec); warnings: shown above the findings; sections:
-    chart key -> (heading, sentences) shown before that chart (the first of a report section)."""
+    chart key -> (heading, sentences) shown before that chart (the first of a report section);
+    run_sentences: every run's own sentences, after the runs table (run_id, about, sentence)."""
     sections = sections or {}
     items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
     body = "".join(
@@ -105,6 +140,7 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
 {f'<h2>Warnings</h2><ul id="warnings">{warn_items}</ul>' if warnings else ''}
 <h2>Findings</h2><ul id="findings">{items}</ul>
 <h2>Runs</h2>{summary_table(runs)}<p class="legend">{html.escape(TABLE_LEGEND)}</p>
+{run_sections(run_sentences) if run_sentences is not None else ''}
 {body}
 {f'<h2>Not shown</h2><ul id="notes">{note_items}</ul>' if notes else ''}
 <script type="application/json" id="specs">{specs}</script>

@@ -32,6 +32,7 @@ from scaletrace.pipeline.db import Database
 from scaletrace.pipeline.synth import ring_factor, ring_steps
 
 MIN_SIZES = 3  # fewer measured GPU counts: the projection is not identifiable
+NO_WORKLOAD = " (no workload)"  # after the run id: a run without a workload label, a sweep of its own
 OVERLAP_MIN_RATIO = 0.05  # a collective with less compute than this share after its start is not overlapped
 DIMS_INNER_TO_OUTER = ("tp", "cp", "dp", "pp")  # rank order of the layout (torchtitan's mesh: pp, dp, cp, tp)
 DIM_WORDS = {"tp": ("tp", "tensor"), "cp": ("cp", "context"), "pp": ("pp", "pipe", "pipeline"),
@@ -161,7 +162,7 @@ def load_points(db: Database, workload: str | None = None) -> list[tuple[str, st
     (the fastest), in GPU-count order."""
     summary = db.query("run_summary").filter(pl.col("step_time_ns").is_not_null())
     # a run without a workload label is a sweep of its own (one GPU count: not identifiable, said so)
-    summary = summary.with_columns(workload=pl.col("workload").fill_null(pl.col("run_id") + " (no workload)"))
+    summary = summary.with_columns(workload=pl.col("workload").fill_null(pl.col("run_id") + NO_WORKLOAD))
     topology = db.query("run_topology")
     if workload is not None:
         if workload not in topology["workload"].to_list():

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from scaletrace.pipeline.db import Database
-from scaletrace.reports.projection import (COLUMNS, MIN_SIZES, Fit, NotIdentifiableError, Point, ProjectionError,
-                                           WhatIf, fit, load_points, parse_what_if, predict)
+from scaletrace.reports.projection import (COLUMNS, MIN_SIZES, NO_WORKLOAD, Fit, NotIdentifiableError, Point,
+                                           ProjectionError, WhatIf, fit, load_points, parse_what_if, predict)
 
 
 # ---- the sweep-level table -----------------------------------------------------------------------
@@ -37,8 +37,30 @@ class Sweep:
         return self.points[0]
 
 
-def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], list[str]]:
-    """Every identifiable sweep's model (or ``workload``'s) and one line per sweep left out.
+@dataclass(frozen=True)
+class Skipped:
+    """A sweep (or layout family) left out of the projection, and why; ``str()`` is its one line."""
+
+    label: str  # the sweep's label (a run without a workload: "RUN (no workload)")
+    sizes: tuple[int, ...]  # its measured GPU counts (runs with ProfilerSteps)
+    reason: str  # "sizes": fewer than MIN_SIZES GPU counts; "tokens": no tokens per step
+
+    @property
+    def no_workload(self) -> bool:
+        """A run without a workload label: a sweep of its own, of one GPU count."""
+        return self.label.endswith(NO_WORKLOAD)
+
+    def __str__(self) -> str:
+        if self.reason == "tokens":
+            return (f"{self.label}: no tokens_per_step (or global_batch_size and seq_len) in run.json: "
+                    "throughput cannot be projected")
+        n = len(self.sizes)
+        return (f"{self.label}: projection not identifiable: {n} measured GPU count{'s' if n != 1 else ''} "
+                f"({', '.join(map(str, self.sizes)) or 'none with steps'}); the model needs at least {MIN_SIZES}")
+
+
+def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], list[Skipped]]:
+    """Every identifiable sweep's model (or ``workload``'s) and each sweep left out (``str()``: its line).
     NotIdentifiableError when ``workload`` is given and has fewer than three GPU counts."""
     sweeps, skipped = [], []
     loaded = load_points(db, workload)
@@ -49,13 +71,10 @@ def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], 
         sizes = sorted({p.n for p in points})
         label = f"{name} ({family})" if families[name] > 1 else name
         if len(sizes) < MIN_SIZES:
-            skipped.append(f"{label}: projection not identifiable: {len(sizes)} measured GPU count"
-                           f"{'s' if len(sizes) != 1 else ''} ({', '.join(map(str, sizes)) or 'none with steps'}); "
-                           f"the model needs at least {MIN_SIZES}")
+            skipped.append(Skipped(label, tuple(sizes), "sizes"))
             continue
         if any(not p.tokens_per_step for p in points):
-            skipped.append(f"{label}: no tokens_per_step (or global_batch_size and seq_len) in run.json: "
-                           "throughput cannot be projected")
+            skipped.append(Skipped(label, tuple(sizes), "tokens"))
             continue
         layout = points[-1].layout
         gpn = max((p.gpus_per_node for p in points if p.gpus_per_node), default=None)
@@ -69,7 +88,7 @@ def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], 
             loo[p.n] = 100 * (pred - p.step_ns) / p.step_ns
         sweeps.append(Sweep(name, family, label, points, model, loo, model.notes))
     if workload is not None and not sweeps:
-        raise NotIdentifiableError("; ".join(skipped))
+        raise NotIdentifiableError("; ".join(map(str, skipped)))
     return sweeps, skipped
 
 
@@ -129,7 +148,7 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
         what_if = parse_what_if(what_if)
     sweeps, skipped = fit_sweeps(db, workload)
     if not sweeps:
-        raise NotIdentifiableError("; ".join(skipped) if skipped else
+        raise NotIdentifiableError("; ".join(map(str, skipped)) if skipped else
                                    "projection not identifiable: no sweep (runs with a workload, tokens per "
                                    "step and ProfilerSteps) in the database")
     rows = [r for sw in sweeps for r in sweep_rows(sw, list(to or []), what_if)]

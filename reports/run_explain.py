@@ -34,7 +34,7 @@ from scaletrace.reports.words import STEP_PARTS, count, duration, listing, prese
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
 TOP_KERNEL_FAMILIES = 3  # kernel families named per run
-KERNEL_COLUMNS = ("run_id", "family", "total_ns", "pct_of_kernel_time")  # what the family sentence reads
+KERNEL_COLUMNS = ("run_id", "family", "total_ns", "time_pct_of_kernel_time")  # what the family sentence reads
 # idle_breakdown part -> words (GPU traces; on CPU-only traces every gap is host time)
 IDLE_WORDS = {"host_wait_ns": "waiting for the host to launch work (CPU-bound)",
               "dependency_wait_ns": "waiting on a dependency (a stream or event wait, a peer, a synchronize)",
@@ -56,10 +56,10 @@ class RunTables:
     kernels: pl.DataFrame | None  # kernel_summary; None while that query is absent
 
 
-def load_tables(db: Database, runs: list[str] | None = None) -> RunTables:
-    """Every table the sentences read (only ``runs`` when given)."""
+def load_tables(db: Database, runs: list[str] | None = None, summary: pl.DataFrame | None = None) -> RunTables:
+    """Every table the sentences read (only ``runs`` when given; ``summary``: run_summary, already read)."""
     def rows(name: str) -> pl.DataFrame:
-        df = db.query(name)
+        df = summary if name == "run_summary" and summary is not None else db.query(name)
         return df.filter(pl.col("run_id").is_in(runs)) if runs is not None else df
 
     try:
@@ -243,16 +243,16 @@ def compute_sentence(eff: pl.DataFrame, ops: pl.DataFrame) -> str | None:
 
 def kernel_sentence(kernels: pl.DataFrame, cpu_only=None) -> str | None:
     """'Kernel time by family (summed over ranks): GEMM 45 % (12.3 ms), elementwise 20 % (5.4 ms), ...'
-    (kernel_summary's total_ns and pct_of_kernel_time summed per family; CPU-only traces: CPU ops)."""
+    (kernel_summary's total_ns and time_pct_of_kernel_time summed per family; CPU-only traces: CPU ops)."""
     if kernels.is_empty():
         return None
     fams = (kernels.group_by("family").agg(pl.col("total_ns").cast(pl.Float64).sum(),
-                                           pl.col("pct_of_kernel_time").cast(pl.Float64).sum())
+                                           pl.col("time_pct_of_kernel_time").cast(pl.Float64).sum())
             .filter(pl.col("total_ns") > 0).sort(["total_ns", "family"], descending=[True, False]))
     if fams.is_empty():
         return None
-    said = [f"{r['family']} {share(r['pct_of_kernel_time'])} ({duration(r['total_ns'])})"
-            if present(r["pct_of_kernel_time"]) else f"{r['family']} {duration(r['total_ns'])}"
+    said = [f"{r['family']} {share(r['time_pct_of_kernel_time'])} ({duration(r['total_ns'])})"
+            if present(r["time_pct_of_kernel_time"]) else f"{r['family']} {duration(r['total_ns'])}"
             for r in fams.head(TOP_KERNEL_FAMILIES).iter_rows(named=True)]
     what = ("CPU op time by family (summed over ranks; a nested op counts inside its parent too)" if cpu_only
             else "Kernel time by family (summed over ranks)")

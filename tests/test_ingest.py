@@ -111,7 +111,9 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             # scaling attribution and run_diff
             "vs", "baseline_gpus", "is_best", "is_baseline", "from_run", "to_run", "from_gpus", "to_gpus",
             "run_a", "run_b", "kind", "top_kernel", "count_per_step_a", "count_per_step_b",
-            "delta_count_per_step", "gpus_per_node"}
+            "delta_count_per_step", "gpus_per_node",
+            # run_device_share: whether the run's traces are CPU-only (its device is the traced threads)
+            "cpu_only"}
 
 
 @pytest.mark.parametrize("name", queries.names())

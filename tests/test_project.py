@@ -218,7 +218,7 @@ def test_report_projection_chart_and_finding(db, tmp_path):
 
     with connect(db) as database:
         df, skipped = projection_data(database)
-    assert any("two-sizes: projection not identifiable" in line for line in skipped)
+    assert any("two-sizes: projection not identifiable" in str(line) for line in skipped)
     hidden = df.filter(pl.col("sweep") == "hidden")
     assert hidden["world_size"].max() == 4 * max(MEASURED)
     assert (hidden["band_lo_tps"] <= hidden["predicted_tps"]).all()
