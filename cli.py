@@ -29,6 +29,9 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
                              default="table", show_default=True,
                              help="table for terminals; line: one `column: value` per line, a blank line "
                                   "between rows (for wide results); csv / json (one array of row objects) for pipes.")
+META_OPTION = click.option("--meta", multiple=True, metavar="KEY=VALUE",
+                           help="A run.json fact for every run, where its run.json has none (repeatable; "
+                                "dotted for nested keys): workload=llama, parallel.tp=8, model.num_params=7e9.")
 COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
                               help="Only these columns, in this order (comma-separated).")
 
@@ -68,6 +71,20 @@ def fail(message: str) -> None:
     """One line on stderr, exit 1: a user mistake never shows a traceback."""
     say(f"error: {message}")
     sys.exit(1)
+
+
+def checked_meta(pairs: tuple[str, ...]) -> dict:
+    """The --meta KEY=VALUE facts of ingest / run, checked against run.json's keys and types: not
+    KEY=VALUE is a usage error (exit 2), a key run.json does not have or a wrong type one line
+    and exit 1 (pipeline/manifest.py: parse_meta, check_meta)."""
+    from scaletrace.pipeline.manifest import MetaError, check_meta, parse_meta
+
+    try:
+        return check_meta(parse_meta(list(pairs)))
+    except MetaError as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--meta") from None
 
 
 def engine_lines() -> list[str]:
@@ -116,11 +133,12 @@ def main() -> None:
               help="Where --parquet tasks run: this machine's processes, or a Ray cluster.")
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Ray cluster to join (default: $RAY_ADDRESS, else a local cluster for this command).")
+@META_OPTION
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
 @click.option("-v", "--verbose", is_flag=True, help="Say which extractor and gunzip parse the files.")
 @click.pass_context
-def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, quiet,
-           verbose) -> None:
+def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, meta,
+           quiet, verbose) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -135,9 +153,15 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     run in local processes, or with --engine ray on every node of a Ray cluster
     (trace paths and DIR must then be on a filesystem every node mounts).
 
+    --meta KEY=VALUE gives every run of this ingest a run.json fact its run.json
+    lacks (run.json wins; the trace's own inference comes last); run_summary's
+    *_basis columns then say `--meta`.  A re-ingest with other --meta values
+    (or none) rewrites the runs' facts.
+
     \b
     Example:
       scaletrace ingest ../shared/traces --db traces.duckdb
+      scaletrace ingest runs/llama-64 --meta workload=llama --meta parallel.tp=8 --meta model.num_params=7e9
       scaletrace ingest run-64gpu/rank0.json.gz run-64gpu/rank1.json.gz -q
       scaletrace ingest /shared/runs --parquet /shared/runs.pq --engine ray --ray-address head:6379
       scaletrace query run_summary --db /shared/runs.pq
@@ -155,6 +179,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     if engine == "ray" and not parquet:
         raise click.UsageError("--engine ray writes a Parquet dataset: give --parquet DIR")
     target = parquet or db
+    facts = checked_meta(meta)
     if verbose:
         for line in engine_lines():
             say(line)
@@ -191,7 +216,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         progress.update(task, completed=done, total=total, rate=f"{rate:,.0f} MB/s{failed}")
 
     options = dict(rules=rule_table, keep_python=keep_python, on_outcome=on_outcome, on_progress=on_progress,
-                   on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes)
+                   on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes, meta=facts)
     try:
         with ctrl_c, progress:
             if parquet:
@@ -372,9 +397,10 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     from pathlib import Path
 
     from scaletrace.collectors import wrapper
+    from scaletrace.pipeline.manifest import parse_meta
 
     try:
-        facts = wrapper.parse_meta(list(meta))
+        facts = parse_meta(list(meta))
         target = Path(out_dir or f"runs/{run_id or time.strftime('collect-%Y%m%d-%H%M%S')}")
         rc = wrapper.run(list(command), target, run_id, steps, facts)
     except ValueError as exc:
@@ -572,8 +598,9 @@ def _say_errors(outcome) -> None:
 @click.option("-o", "--out", "out_dir", default="scaletrace-out", show_default=True,
               type=click.Path(file_okay=False), help="Directory for scaletrace.duckdb and report.html.")
 @click.option("--png", is_flag=True, help="Also write each chart as PNG under OUT/figures.")
+@META_OPTION
 @click.option("-q", "--quiet", is_flag=True, help="No progress; only errors and where the report went.")
-def run_all(paths, out_dir, png, quiet) -> None:
+def run_all(paths, out_dir, png, meta, quiet) -> None:
     """Ingest traces and write the report in one go (for batch use).
 
     Exit status 1 if any file failed to ingest (the report is still written
@@ -583,11 +610,13 @@ def run_all(paths, out_dir, png, quiet) -> None:
     Example:
       scaletrace run fixtures/demo-sweep -o demo-report
       scaletrace run /data/traces/llama-* -o llama-report --png
+      scaletrace run traces/ -o report --meta workload=llama --meta parallel.tp=2
     """
     from pathlib import Path
 
     from scaletrace.reports import ReportError
 
+    facts = checked_meta(meta)
     out = Path(out_dir)
     if not out.is_dir():
         say(f"created directory {out}")
@@ -599,7 +628,7 @@ def run_all(paths, out_dir, png, quiet) -> None:
     try:
         from scaletrace.pipeline.ingest import ingest as run_ingest
 
-        report_ = run_ingest(paths, db, on_outcome=_say_errors)
+        report_ = run_ingest(paths, db, on_outcome=_say_errors, meta=facts)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
         fail(str(exc))

@@ -22,20 +22,6 @@ def _import_root() -> Path | None:
     return package.parent if package.name == "scaletrace" else None
 
 
-def parse_meta(pairs: list[str]) -> dict:
-    """``["workload=llama", "parallel.dp=8"]`` -> ``{"workload": "llama", "parallel.dp": 8}``."""
-    meta = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--meta wants KEY=VALUE, got {pair!r}")
-        try:
-            meta[key] = json.loads(value)
-        except json.JSONDecodeError:
-            meta[key] = value
-    return meta
-
-
 def collect_env(out_dir: Path, run_id: str | None, steps: str, meta: dict) -> dict:
     env = dict(os.environ)
     env["SCALETRACE_COLLECT_OUT"] = str(out_dir.resolve())

@@ -50,7 +50,7 @@ from scaletrace.pipeline.extract import Extracted
 from scaletrace.pipeline.ingest import (IngestReport, Outcome, check_clash, discover, ingest_side_files, log_outcome,
                                         missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
                                         stored_outcome, trace_row)
-from scaletrace.pipeline.manifest import run_row
+from scaletrace.pipeline.manifest import check_meta
 
 TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
 STATE_TABLES = ("runs", "traces", "side_files", "step_log", "power_samples")  # written by the driver
@@ -301,10 +301,13 @@ def ingest_dataset(
     on_wait: Callable[[str], None] | None = None,
     lock_wait_s: float = schema.LOCK_WAIT_S,
     max_trace_bytes: int | None = None,
+    meta: dict | None = None,
 ) -> IngestReport:
     """Ingest trace files or run directories into the Parquet dataset ``out``; ``mapper`` runs
     ``run_task`` over the tasks (``pipeline/engines.py``: local processes or Ray) and yields
-    (task, result) as they finish."""
+    (task, result) as they finish.  ``meta``: run.json facts for every run, as in the DuckDB
+    ingest (``pipeline.ingest.ingest``)."""
+    meta = check_meta(meta)
     ds = Dataset(out)
     report = IngestReport()
     with ds.lock(lock_wait_s, on_wait):
@@ -326,7 +329,7 @@ def ingest_dataset(
             for outcome in problems:
                 record(outcome)
                 log_outcome(con, outcome)
-            runs = read_runs(run_dirs, con, record)
+            runs = read_runs(run_dirs, con, record, meta)
             by_path = {str(f): run for run in runs for f in run.files}
             known = runsync.known_shas(con, runs)
             tasks = [TraceTask(str(f), run.run_id, run.manifest.ranks, len(run.files),
@@ -370,7 +373,7 @@ def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult) -> Outco
         check_clash(con, run.run_id, trace.rank, Path(task.path))
     except TraceError as exc:
         return Outcome(task.path, "error", str(exc), run.run_id, node=result.node)
-    store.replace_trace(con, trace, run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw), None,
+    store.replace_trace(con, trace, run.row(), None,
                         trace_id=result.trace_id)
     ds.commit(con, trace, result.trace_id)
     outcome = stored_outcome(trace, result.zero_duration_events)

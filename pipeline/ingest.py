@@ -24,7 +24,8 @@ from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.decode import TraceError, unpack
 from scaletrace.pipeline.extract import (EXTRACT_VERSION, Extracted, TraceMeta, extract, rank_from_filename,
                                         scan_or_decode, scan_padding)
-from scaletrace.pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest, run_row
+from scaletrace.pipeline.manifest import (MANIFEST_NAME, Manifest, ManifestError, apply_meta, check_meta, read_manifest,
+                                         run_row)
 from scaletrace.pipeline.workers import in_order, pool_size
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -71,6 +72,11 @@ class RunDir:
     manifest: Manifest
     manifest_raw: str | None  # run.json as written, for runs.manifest
     files: list[Path]
+    meta_keys: tuple[str, ...] = ()  # the run.json keys this ingest's --meta filled in (run.json had none)
+
+    def row(self) -> dict:
+        """The run's ``runs`` row (``manifest.run_row``)."""
+        return run_row(self.run_id, str(self.path), self.manifest, self.manifest_raw, self.meta_keys)
 
 
 @dataclass
@@ -207,12 +213,17 @@ def ingest(
     on_wait: Callable[[str], None] | None = None,
     lock_wait_s: float = schema.LOCK_WAIT_S,
     max_trace_bytes: int | None = None,
+    meta: dict | None = None,
 ) -> IngestReport:
     """Ingest trace files or run directories into the DuckDB file ``db``.
 
     ``max_trace_bytes``: a trace file, and its JSON once decompressed, may be no larger; a
     larger one is that file's error (default ``limits.default_max_trace_bytes()``, a sixteenth
-    of the machine's memory)."""
+    of the machine's memory).  ``meta``: run.json facts for every run of this ingest, by key
+    (``{"workload": "llama", "parallel.tp": 8}``, as ``scaletrace ingest --meta``), used where a
+    run's run.json has no value; ``manifest.MetaError`` for a key that is not run.json's or a
+    value of the wrong type (before anything is read or written)."""
+    meta = check_meta(meta)
     report = IngestReport()
 
     def record(outcome: Outcome) -> None:
@@ -226,7 +237,7 @@ def ingest(
         for outcome in problems:
             record(outcome)
             log_outcome(con, outcome)
-        runs = read_runs(run_dirs, con, record)
+        runs = read_runs(run_dirs, con, record, meta)
         known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
@@ -295,8 +306,9 @@ def ingest_side_files(con, run: RunDir) -> list[Outcome]:
     return outcomes
 
 
-def read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
-    """The runs of the discovered files, with their manifests; an unusable run.json skips its run."""
+def read_runs(run_dirs: dict[Path, list[Path]], con, record, meta: dict | None = None) -> list[RunDir]:
+    """The runs of the discovered files, with their manifests and the checked ``--meta`` facts
+    (``manifest.check_meta``) filled in where run.json has none; an unusable run.json skips its run."""
     runs = []
     for run_dir, files in run_dirs.items():
         try:
@@ -308,7 +320,8 @@ def read_runs(run_dirs: dict[Path, list[Path]], con, record) -> list[RunDir]:
             outcome = Outcome(str(run_dir / MANIFEST_NAME), "note", warning.split(": ", 1)[1])
             record(outcome)
             log_outcome(con, outcome)
-        runs.append(RunDir(manifest.run_id or run_dir.name, run_dir, manifest, raw, files))
+        manifest, raw, meta_keys = apply_meta(manifest, raw, meta)
+        runs.append(RunDir(manifest.run_id or run_dir.name, run_dir, manifest, raw, files, meta_keys))
     return runs
 
 
@@ -405,7 +418,7 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
         return Outcome(str(path), "error", str(exc), run.run_id)
     trace = trace_row(path, run.run_id, rank, rank_source, parsed)
     try:
-        row = None if run.run_id in written_runs else run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw)
+        row = None if run.run_id in written_runs else run.row()
         store.replace_trace(con, trace, row, extracted)
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
         return Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)  # COMMIT's, not ROLLBACK's

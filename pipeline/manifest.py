@@ -16,6 +16,7 @@ The collector's ``RunInfo`` uses the same column names.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -167,10 +168,148 @@ def _key_message(exc: msgspec.ValidationError) -> str:
     return text
 
 
-def run_row(run_id: str, source_dir: str, m: Manifest, raw: str | None) -> dict:
+def run_row(run_id: str, source_dir: str, m: Manifest, raw: str | None, meta_keys: tuple[str, ...] = ()) -> dict:
     """The ``runs`` table row for a manifest: its columns, the resolved ``run_id``, the source
-    directory and the raw JSON; ``tokens_per_step`` defaults to batch × seq."""
+    directory, the raw JSON and the keys ``--meta`` gave (``apply_meta``; NULL when none);
+    ``tokens_per_step`` defaults to batch × seq."""
     row = m.columns()
     if row["tokens_per_step"] is None and m.global_batch_size is not None and m.seq_len is not None:
         row["tokens_per_step"] = m.global_batch_size * m.seq_len
-    return {**row, "run_id": run_id, "source_dir": source_dir, "manifest": raw}
+    return {**row, "run_id": run_id, "source_dir": source_dir, "manifest": raw,
+            "meta_keys": sorted(meta_keys) or None}
+
+
+# -- KEY=VALUE facts: `scaletrace collect --meta` and `scaletrace ingest --meta` -------------------
+
+class MetaError(ValueError):
+    """A ``--meta`` fact (or an ``ingest(meta=...)`` entry) that is not a run.json key of its type."""
+
+
+def _field_types() -> dict[str, msgspec.inspect.Type]:
+    """Every run.json key (dotted below ``parallel``, ``model``, ``device``) -> its type."""
+    types = {}
+    for f in msgspec.inspect.type_info(Manifest).fields:
+        types[f.name] = f.type
+        if isinstance(f.type, msgspec.inspect.StructType):
+            types.update({f"{f.name}.{sub.name}": sub.type for sub in f.type.fields})
+    return types
+
+
+FIELD_TYPES = _field_types()
+# what --meta may set: every run.json key but run_id, objects by their keys (parallel.dp)
+META_KEYS = tuple(k for k, t in FIELD_TYPES.items()
+                  if k not in ("run_id", "collector", "power") and not isinstance(t, msgspec.inspect.StructType))
+COLUMN_PATHS = {column: ".".join(path) for column, path in COLUMNS.items()}  # dp -> parallel.dp
+
+
+def _members(kind) -> tuple:
+    return kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+
+
+def _key_type(key: str):
+    """The type of run.json key ``key`` (a dotted path, or a ``runs`` column name such as ``dp``);
+    a key below a mapping (``labels.fabric``) has the mapping's value type; None: not a key."""
+    key = key if key in FIELD_TYPES else COLUMN_PATHS.get(key, key)
+    if key in FIELD_TYPES:
+        return FIELD_TYPES[key]
+    parent, _, child = key.partition(".")
+    mapping = [t for t in _members(FIELD_TYPES.get(parent, msgspec.inspect.NoneType()))
+               if isinstance(t, msgspec.inspect.DictType)]
+    return mapping[0].value_type if child and mapping else None
+
+
+def parse_meta(pairs: list[str]) -> dict:
+    """``["workload=llama", "parallel.tp=8"]`` -> ``{"workload": "llama", "parallel.tp": 8}``: the
+    value as JSON when it parses (numbers, lists), else as text; a run.json key that holds text
+    keeps the text as written (``workload=123`` is the string "123").  ValueError: not KEY=VALUE."""
+    meta = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--meta wants KEY=VALUE, got {pair!r}")
+        kind = _key_type(key)
+        if kind is not None and any(isinstance(t, msgspec.inspect.StrType) for t in _members(kind)):
+            meta[key] = value
+            continue
+        try:
+            meta[key] = json.loads(value)
+        except json.JSONDecodeError:
+            meta[key] = value
+    return meta
+
+
+def _flatten(meta: dict) -> dict:
+    """``{"parallel": {"tp": 8}}`` -> ``{"parallel.tp": 8}`` (objects under a key that holds a
+    struct or a mapping), so that each key is merged, and reported, on its own."""
+    flat = {}
+    for key, value in meta.items():
+        nested = key in FIELD_TYPES and any(isinstance(t, (msgspec.inspect.StructType, msgspec.inspect.DictType))
+                                            for t in _members(FIELD_TYPES[key]))
+        if nested and isinstance(value, dict):
+            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def check_meta(meta: dict | None) -> dict:
+    """The facts of ``--meta`` / ``ingest(meta=...)`` as dotted run.json keys, checked: each key
+    is a run.json key (``parallel.tp``, not ``tp``), ``run_id`` is refused (the facts apply to
+    every run of the ingest), and each value has the key's type (the Manifest's validation).
+    MetaError: one line naming the key."""
+    flat = _flatten(dict(meta or {}))
+    for key, value in flat.items():
+        if key == "run_id":
+            raise MetaError("--meta run_id: the facts apply to every run of the ingest; name a run in its run.json")
+        if key not in FIELD_TYPES and _key_type(key) is None or key in COLUMN_PATHS and key not in FIELD_TYPES:
+            hint = f" (did you mean {COLUMN_PATHS[key]}?)" if key in COLUMN_PATHS else ""
+            raise MetaError(f"--meta {key}: not a run.json key{hint}; keys: {', '.join(META_KEYS)}")
+        try:
+            msgspec.convert(_nest({key: value}), Manifest)
+        except msgspec.ValidationError as exc:
+            reason = str(exc).split(" - at `", 1)[0]
+            raise MetaError(f"--meta {key}={value!r}: {reason}") from None
+        if key == "scaling" and value not in ("strong", "weak"):
+            raise MetaError(f"--meta scaling: must be \"strong\" or \"weak\", got {value!r}")
+    return flat
+
+
+def _nest(flat: dict) -> dict:
+    data: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".", 1) if "." in key else [key]
+        node = data
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return data
+
+
+def apply_meta(manifest: Manifest, raw: str | None, meta: dict | None) -> tuple[Manifest, str | None, tuple[str, ...]]:
+    """``manifest`` and its JSON text ``raw`` (for ``runs.manifest``) with the checked ``meta``
+    facts (``check_meta``) filled in where run.json has no value (run.json wins, key by key),
+    and the keys that were filled (sorted)."""
+    if not meta:
+        return manifest, raw, ()
+    data = msgspec.to_builtins(manifest)
+    applied = tuple(sorted(key for key, value in meta.items() if _fill(data, key, value)))
+    if not applied:
+        return manifest, raw, ()
+    text = json.loads(raw) if raw else {}
+    for key in applied:
+        _fill(text, key, meta[key])
+    return msgspec.convert(data, Manifest), json.dumps(text), applied
+
+
+def _fill(data: dict, key: str, value) -> bool:
+    """Set dotted ``key`` of ``data`` to ``value`` unless it holds a value already; True if set."""
+    *parents, leaf = key.split(".", 1) if "." in key else [key]
+    node = data
+    for parent in parents:
+        if not isinstance(node.get(parent), dict):
+            node[parent] = {}
+        node = node[parent]
+    if node.get(leaf) is not None:
+        return False
+    node[leaf] = value
+    return True

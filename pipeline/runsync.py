@@ -1,9 +1,10 @@
 """What depends on run.json and the side files follows them even when no trace changed.
 
 A trace whose bytes are unchanged is skipped on re-ingest; what its rows do not hold must
-still follow an edited run.json: the ``runs`` row (workload, world size, ...), the run id of
-the trace rows (``"run_id"`` edited) and a rank taken from run.json's ``"ranks"``.  A step or
-power log that is gone takes its rows with it.
+still follow an edited run.json, and a changed ``--meta``: the ``runs`` row (workload, world
+size, ...; ``meta_keys``, the keys --meta filled), the run id of the trace rows (``"run_id"``
+edited) and a rank taken from run.json's ``"ranks"``.  A step or power log that is gone takes
+its rows with it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from scaletrace.pipeline import sidefiles
 from scaletrace.pipeline.extract import EXTRACT_VERSION
-from scaletrace.pipeline.manifest import run_row
 
 
 def known_shas(con, runs) -> dict[str, str]:
@@ -34,9 +34,9 @@ def known_shas(con, runs) -> dict[str, str]:
 
 
 def refresh(con, run) -> None:
-    """Rewrite the run's ``runs`` row when run.json changed; drop what an old run id of the same
-    directory, or a deleted side file, left behind."""
-    row = run_row(run.run_id, str(run.path), run.manifest, run.manifest_raw)
+    """Rewrite the run's ``runs`` row when run.json (or this ingest's ``--meta``) changed it; drop
+    what an old run id of the same directory, or a deleted side file, left behind."""
+    row = run.row()
     columns = list(row)
     stored = con.execute(f"SELECT {', '.join(columns)} FROM runs WHERE run_id = ?", [run.run_id]).fetchall()
     if stored and list(stored[0]) != list(row.values()):

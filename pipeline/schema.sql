@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS runs (
 -- added after schema version 1 was released: older files gain the column on their next ingest
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS cpu_cores INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS dtype VARCHAR;
+-- the run.json keys (dotted: parallel.tp) that `scaletrace ingest --meta` gave this run (run.json
+-- had no value for them); NULL when none: run_facts says `--meta` for their facts' basis
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS meta_keys VARCHAR[];
 
 CREATE SEQUENCE IF NOT EXISTS trace_id_seq;
 

@@ -5,15 +5,28 @@
 -- step_time_ns = median over steps of the slowest rank's step: from the
 -- collector's wall-clock step log (steps outside the profiled window, after
 -- the first) when the run has one, else the ProfilerStep durations
--- (step_time_source says which).  tokens_per_step from run.json (default
--- global_batch_size × seq_len); tokens_per_s = tokens_per_step / step time;
--- tokens_per_s_per_gpu = that / world_size (run.json, else distributedInfo,
--- else ranks traced).  flops_per_token = run.json model.flops_per_token, else
+-- (step_time_source says which).  The run's facts come from run.json, else
+-- `scaletrace ingest --meta`, else the trace (macro run_facts, where every rule
+-- is stated); each *_basis column says which: `run.json`, `--meta` or
+-- `inferred: <how>` (NULL: the fact is unknown).  world_size (world_size_basis):
+-- run.json, else distributedInfo, else ranks traced.  dp, tp, pp, cp
+-- (parallel_basis, per degree when they differ): run.json `parallel`, else the
+-- named process groups (DeviceMesh / torchtitan `mesh_tp`, ..., Megatron
+-- `TENSOR_MODEL_PARALLEL_GROUP`, ...; dp = world ÷ tp·pp·cp).  tokens_per_step
+-- (tokens_per_step_basis): run.json (default global_batch_size × seq_len), else
+-- the token embedding's recorded indices [B, S] summed over a step's calls,
+-- median over steps, × dp × cp.  tokens_per_s = tokens_per_step / step time;
+-- tokens_per_s_per_gpu = that / world_size.  flops_per_token
+-- (flops_per_token_basis) = run.json model.flops_per_token, else
 -- 6·num_params + 12·num_layers·hidden_size·seq_len when all are known, else
--- 6·num_params.  mfu_pct = 100 · tokens_per_s · flops_per_token /
--- (world_size · peak_flops_per_gpu); peak from run.json device.peak_flops,
--- else the device_peaks table (by device name, for run.json `dtype`, bf16 when
--- unknown); peak_flops_dtype / peak_flops_basis say which peak and from where.
+-- 6·num_params, else the FLOP-counted ops' FLOPs (recorded GEMM / attention /
+-- convolution shapes) a step × world_size ÷ tokens_per_step.  device_name
+-- (device_basis): run.json device.name, else deviceProperties.  mfu_pct = 100 ·
+-- tokens_per_s · flops_per_token / (world_size · peak_flops_per_gpu); peak from
+-- run.json device.peak_flops, else the device_peaks table (by device name, for
+-- the run's dtype: run.json `dtype`, else the input type of the GEMMs with the
+-- most FLOPs, dtype_basis; bf16 when unknown); peak_flops_dtype /
+-- peak_flops_basis say which peak and from where.
 -- energy_per_token_j = job power × step time / tokens per step, job power =
 -- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
 -- (samples are taken during the profiled window).  compute_pct /

@@ -112,6 +112,9 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "vs", "baseline_gpus", "is_best", "is_baseline", "from_run", "to_run", "from_gpus", "to_gpus",
             "run_a", "run_b", "kind", "top_kernel", "count_per_step_a", "count_per_step_b",
             "delta_count_per_step", "gpus_per_node",
+            # run_summary: where each run fact came from (run.json, --meta, inferred: run_facts)
+            "world_size_basis", "parallel_basis", "tokens_per_step_basis", "flops_per_token_basis", "device_basis",
+            "dtype_basis",
             # run_device_share: whether the run's traces are CPU-only (its device is the traced threads)
             "cpu_only"}
 

@@ -84,7 +84,7 @@ def _runs_columns() -> dict[str, str]:
 
 def test_runs_table_columns_are_the_manifest_columns():
     table = _runs_columns()
-    assert set(table) == set(COLUMNS) | {"source_dir", "manifest", "updated_at"}
+    assert set(table) == set(COLUMNS) | {"source_dir", "manifest", "meta_keys", "updated_at"}
     row = run_row("r", "dir", Manifest(), None)
     assert set(row) == set(table) - {"updated_at"}  # the row the store inserts fills every column
 

@@ -2,9 +2,11 @@
 -- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: window_breakdown, device_peaks, compute_dtypes
+-- depends: window_breakdown, device_peaks, compute_dtypes, run_facts
 -- The definitions of every column are in queries/run_summary.sql (which
--- returns this relation) and the README ("Run level and across runs").
+-- returns this relation) and the README ("Run level and across runs").  The run's facts
+-- (world size, device, dtype, parallel degrees, tokens and FLOPs per token) and their bases
+-- come from run_facts: run.json, then `ingest --meta`, then what the trace shows.
 -- compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct =
 -- each part ÷ the rank's span (its whole traced window), averaged over the
 -- ranks with a span; the five sum to 100.
@@ -12,8 +14,7 @@
 -- flops FLOP, peak FLOP/s, energy J.
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
 tr AS (
-    SELECT run_id, count(DISTINCT rank) AS num_ranks, max(world_size) AS trace_world_size,
-           any_value(device_name) AS trace_device_name, bool_and(trace_mode = 'cpu') AS cpu_only
+    SELECT run_id, count(DISTINCT rank) AS num_ranks, bool_and(trace_mode = 'cpu') AS cpu_only
     FROM traces WHERE run IS NULL OR run_id = run GROUP BY run_id
 ),
 slowest AS (
@@ -61,19 +62,18 @@ shares AS (
     FROM window_breakdown(false, run) WHERE span_ns > 0 GROUP BY run_id
 ),
 base AS (
-    SELECT r.*, tr.num_ranks, tr.cpu_only,
+    SELECT r.* EXCLUDE (world_size, dp, tp, pp, cp, tokens_per_step, flops_per_token, device_name, dtype),
+           tr.num_ranks, tr.cpu_only,
            -- ranks sharing one host: the manifest's per-node count, else world ÷ nodes
-           coalesce(r.gpus_per_node, ceil(coalesce(r.world_size, tr.trace_world_size, tr.num_ranks)
-                                          / r.num_nodes)::INTEGER) AS ranks_per_host,
-           coalesce(r.world_size, tr.trace_world_size, tr.num_ranks) AS gpus,
-           coalesce(r.device_name, tr.trace_device_name) AS device,
+           coalesce(r.gpus_per_node, ceil(f.world_size / r.num_nodes)::INTEGER) AS ranks_per_host,
+           f.world_size AS gpus, f.world_size_basis, f.device_name AS device, f.device_basis,
+           f.dtype, f.dtype_basis, f.dp, f.tp, f.pp, f.cp, f.parallel_basis,
+           f.tokens_per_step, f.tokens_per_step_basis, f.rank_tokens_per_step,
            st.step_time_ns, st.num_steps, st.step_time_source,
            pw.watts, pw.ranks_with_power,
-           coalesce(r.flops_per_token,
-                    6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
-                    6 * r.num_params) AS fpt,
+           f.flops_per_token AS fpt, f.flops_per_token_basis,
            sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct
-    FROM r LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
+    FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
 device_row AS (
@@ -83,7 +83,8 @@ device_row AS (
     GROUP BY b.run_id
 ),
 peaks AS (
-    -- the run's dtype (run.json `dtype`), else bf16 (fp16 on a device without bf16)
+    -- the run's dtype (run.json / --meta `dtype`, else the dominant GEMM input type: run_facts),
+    -- else bf16 (fp16 on a device without bf16)
     SELECT b.run_id, cd.peak_dtype AS run_dtype, d.source AS table_source,
            coalesce(cd.peak_dtype, CASE WHEN d.bf16 IS NULL AND d.fp16 IS NOT NULL THEN 'fp16'
                                         ELSE 'bf16' END) AS table_dtype,
@@ -101,36 +102,47 @@ m AS (
                 WHEN peaks.table_peak IS NOT NULL THEN peaks.table_dtype END AS peak_dtype,
            CASE WHEN b.peak_flops IS NOT NULL AND b.peak_flops_source = 'measured'
                 THEN 'measured by the collector: fp32 matrix products on the device'
-                WHEN b.peak_flops IS NOT NULL THEN 'run.json device.peak_flops'
+                WHEN b.peak_flops IS NOT NULL
+                THEN CASE WHEN list_contains(coalesce(b.meta_keys, []), 'device.peak_flops') THEN '--meta'
+                          ELSE 'run.json' END || ' device.peak_flops'
                 WHEN peaks.table_peak IS NOT NULL
                 THEN format('dense {} peak of the device table ({}){}', peaks.table_dtype, peaks.table_source,
                             CASE WHEN peaks.run_dtype IS NULL
-                                 THEN format('; the run''s dtype is unknown, {} assumed (set dtype in run.json)',
-                                             peaks.table_dtype) ELSE '' END) END AS peak_basis,
+                                 THEN format('; the run''s dtype is unknown, {} assumed (set dtype in run.json '
+                                             'or --meta dtype=...)', peaks.table_dtype) ELSE '' END) END AS peak_basis,
            peaks.table_source, peaks.table_dtype,
            b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
 )
-SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, num_nodes,
-       dp, tp, pp, cp, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
-       tokens_per_step,
+SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, world_size_basis, num_nodes,
+       dp, tp, pp, cp, parallel_basis, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
+       tokens_per_step, tokens_per_step_basis,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
-       fpt AS flops_per_token, device AS device_name, peak AS peak_flops_per_gpu,
-       peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, peak_basis AS peak_flops_basis,
+       fpt AS flops_per_token, flops_per_token_basis, device AS device_name, device_basis,
+       peak AS peak_flops_per_gpu, peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, dtype_basis,
+       peak_basis AS peak_flops_basis,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
        compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
        concat_ws('; ',
            CASE WHEN step_time_ns IS NULL THEN 'no ProfilerStep annotations: no step time' END,
-           CASE WHEN tokens_per_step IS NULL
-                THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json' END,
-           CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json' END,
+           CASE WHEN tokens_per_step IS NULL AND rank_tokens_per_step IS NOT NULL
+                THEN format('no tokens_per_step (or global_batch_size and seq_len) in run.json or --meta; the '
+                            'token embedding shows {} tokens a step per rank, but the parallel degrees are {} '
+                            '(set parallel.dp, tp, pp, cp with --meta)', rank_tokens_per_step, parallel_basis)
+                WHEN tokens_per_step IS NULL
+                THEN 'no tokens_per_step (or global_batch_size and seq_len) in run.json or --meta, and no '
+                     'aten::embedding with recorded shapes inside a ProfilerStep to infer it from' END,
+           CASE WHEN fpt IS NULL THEN 'no model.flops_per_token or model.num_params in run.json or --meta'
+                || CASE WHEN tokens_per_step IS NULL THEN ' (the recorded GEMM shapes give FLOPs per token only '
+                                                          'with tokens per step)'
+                        ELSE ', and no FLOP-counted ops with recorded shapes inside a ProfilerStep' END END,
            CASE WHEN peak IS NULL AND table_source IS NOT NULL
-                THEN format('the device table has no {} peak for {} ({}): set device.peak_flops in run.json',
+                THEN format('the device table has no {} peak for {} ({}): set device.peak_flops in run.json or --meta',
                             table_dtype, device, table_source)
-                WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json' END,
+                WHEN peak IS NULL THEN 'device peak FLOP/s unknown: set device.peak_flops in run.json or --meta' END,
            CASE WHEN job_watts IS NULL
                 THEN 'no power samples: energy needs the collector''s NVML samples (CUDA)' END) AS null_reasons,
        -- NULL when there is nothing to warn about
