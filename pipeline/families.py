@@ -98,7 +98,7 @@ def op_family(op: str) -> str | None:
     """The family of a launching op, or None when no rule knows it (then the kernel's name decides)."""
     if OPAQUE_OPS.match(op):
         return None
-    text = op.lower()
+    text = op.lower()[:MAX_NAME_CHARS]
     for family, pattern in _OP_RULES:
         if pattern.search(text):
             return family
@@ -108,7 +108,7 @@ def op_family(op: str) -> str | None:
 @lru_cache(maxsize=65536)
 def name_family(name: str) -> str:
     """The family of a kernel from its base name alone."""
-    text = base_name(name).lower()
+    text = base_name(name).lower()[:MAX_NAME_CHARS]
     for family, pattern in _NAME_RULES:
         if pattern.search(text):
             return family
@@ -117,6 +117,7 @@ def name_family(name: str) -> str:
 
 # -- base names ------------------------------------------------------------------------------------------
 _OPEN, _CLOSE = "<({[", ">)}]"
+MAX_NAME_CHARS = 8192  # a hostile trace's megabyte-long names cost no more than this each
 # wrapper kernels whose real name is their first template argument (cutlass::Kernel<cutlass_80_..._sgemm_...>)
 WRAPPERS = frozenset({"kernel", "kernel2", "device_kernel", "trampoline_kernel", "kernelwrapper"})
 
@@ -148,12 +149,13 @@ def _top_level(name: str) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=65536)
-def function_name(name: str) -> str:
+def function_name(name: str, _depth: int = 0) -> str:
     """The qualified function name: return type, template arguments and parameter lists removed
     (``void at::native::foo<4, x>(int)`` -> ``at::native::foo``); a wrapper kernel's first template
     argument (``cutlass::Kernel2<cutlass_80_simt_sgemm_…>`` -> ``cutlass_80_simt_sgemm_…``);
-    Itanium-mangled names (``_ZN2ck…``) read from their length-prefixed identifiers."""
-    name = name.strip()
+    Itanium-mangled names (``_ZN2ck…``) read from their length-prefixed identifiers.  Only the first
+    ``MAX_NAME_CHARS`` characters are read (the longest real kernel names are a few thousand)."""
+    name = name[:MAX_NAME_CHARS].strip()
     if name.startswith("_Z"):
         return _demangled(name)
     text, first_template = _top_level(name)
@@ -161,7 +163,7 @@ def function_name(name: str) -> str:
     qualified = words[-1].strip(":") if words else name
     parts = qualified.split("::")
     if parts[-1].lower() in WRAPPERS:
-        inner = function_name(first_template.split(",")[0]) if first_template else ""
+        inner = function_name(first_template.split(",")[0], _depth + 1) if first_template and _depth < 4 else ""
         if re.search(r"[A-Za-z_]\w{4,}", inner) and inner.rsplit("::", 1)[-1] not in _BUILTIN_TYPES:
             return inner
         if len(parts) > 1:  # internal::gemvx::kernel<int, …>: the namespace names it

@@ -24,10 +24,13 @@ _GENERIC = np.array([FAMILY_INDEX["elementwise"], FAMILY_INDEX["reduction"], FAM
 BASES = ("op", "name")
 
 
-def _own_families(names: list) -> np.ndarray:
-    """Each distinct op name's family index (UNKNOWN when no rule knows it)."""
-    return np.fromiter(((FAMILY_INDEX[f] if (f := families.op_family(n)) else UNKNOWN) for n in names),
-                       dtype=np.int64, count=len(names))
+def _own_families(names: list, codes: np.ndarray) -> np.ndarray:
+    """The family index (UNKNOWN when no rule knows it) of the op names at ``codes``, by code."""
+    own = np.full(len(names), UNKNOWN, dtype=np.int64)
+    for c in codes.tolist():
+        found = families.op_family(names[c])
+        own[c] = FAMILY_INDEX[found] if found else UNKNOWN
+    return own
 
 
 def launching(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, launch: np.ndarray):
@@ -40,7 +43,7 @@ def launching(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, launch
     is_op = by_code(vocab.lower, lambda c: c == CPU_OP_CAT)[cpu.cat]
     is_opt = (by_code(vocab.lower, lambda c: c == USER_ANNOTATION_CAT)[cpu.cat]
               & by_code(vocab.names, lambda n: families.OPTIMIZER_ANNOTATION_RE.match(n) is not None)[cpu.name])
-    own = _own_families(vocab.names)
+    own = _own_families(vocab.names, np.unique(cpu.name[is_op]))
     rt = launch[linked]
     tids, ts = cpu.tid[rt], cpu.ts[rt]
     for tid in np.unique(tids).tolist():
@@ -81,14 +84,17 @@ def gpu_columns(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, laun
     given to compute events only; short_name is the base name of kernels, the name of the rest."""
     op_code, family = launching(dev, cpu, vocab, launch)
     names = vocab.names
-    name_fam = np.fromiter((FAMILY_INDEX[families.name_family(n)] for n in names), dtype=np.int64,
-                           count=len(names))
+    used = np.unique(dev.name).tolist()  # the device events' names only (the vocabulary holds every op's too)
+    name_fam = np.zeros(len(names), dtype=np.int64)
+    name_fam[used] = [FAMILY_INDEX[families.name_family(names[c])] for c in used]
     by_name = family < 0  # no launching op, or one no rule knows
     family = np.where(by_name, name_fam[dev.name], family)
     basis = np.where(by_name, BASES.index("name"), BASES.index("op"))
     compute = kind == KINDS.index("compute")
     is_kernel = by_code(vocab.lower, lambda c: c in KERNEL_CATS)[dev.cat]
-    short = [families.base_name(n) for n in names]
+    short = [None] * len(names)
+    for c in used:
+        short[c] = families.base_name(names[c])
     return {
         "launch_op": (np.where(op_code >= 0, op_code, len(names)), [*names, None]),
         "family": (np.where(compute, family, len(families.FAMILIES)), [*families.FAMILIES, None]),
