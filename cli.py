@@ -675,40 +675,61 @@ def diff(run_a, run_b, db, top, fmt, columns) -> None:
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("run", required=False)
 @DB_OPTION
+@click.option("--run", "run_option", default=None, metavar="RUN", help="Only this run (the same as the RUN argument).")
 @click.option("--workload", default=None, help="Only this sweep (run.json `workload`; default: every sweep).")
 @FORMAT_OPTION
-def explain(db, workload, fmt) -> None:
-    """Why efficiency drops: where each added GPU's time went, in sentences and a table.
+def explain(run, db, run_option, workload, fmt) -> None:
+    """Why a run spends its time where it does, and why efficiency drops across a sweep.
 
-    For each sweep, between the best runs of consecutive GPU counts: the change
-    of GPU-time per token and the points of scaling efficiency (vs the sweep's
-    baseline) lost to compute, exposed communication (of which waiting),
-    exposed memory, other and idle (query scaling_attribution), the process
-    group behind exposed communication, and the kernel families that grew.
-    --format csv/json prints only the table.
+    Every run on its own, sweep or not (a single trace from someone else's job
+    too): ranks, steps, step time and where the traced span goes; a device
+    busy for a sliver of the step; idle time and what it waited for
+    (idle_breakdown); exposed communication by process group and collective
+    (run_exposed_comm_by_group); the straggler (rank_wait); compute efficiency
+    (compute_efficiency, op_efficiency); kernel time by family (kernel_summary).
+    Then, for each sweep, between the best runs of consecutive GPU counts: the
+    change of GPU-time per token and the points of scaling efficiency (vs the
+    sweep's baseline) lost to compute, exposed communication (of which
+    waiting), exposed memory, other and idle (query scaling_attribution), the
+    process group behind it and the kernel families that grew.  --format
+    csv/json prints only the table: the sweeps' attribution, or where no
+    sweep has two GPU counts, the run sentences (run_id, about, sentence).
 
     \b
     Example:
       scaletrace explain --db demo.duckdb
+      scaletrace explain ddp-4 --db demo.duckdb
       scaletrace explain --db runs.duckdb --workload llama7b --format csv
     """
     from scaletrace.reports.explain import explain as explain_runs, table
+    from scaletrace.reports.run_explain import lines
 
+    if run and run_option and run != run_option:
+        raise click.UsageError(f"two runs given: {run!r} and --run {run_option!r}")
+    run = run or run_option
     try:
         with connect(db) as database:
             if workload:
                 database._check_known("workload", workload)
-            result = explain_runs(database, workload)
+            result = explain_runs(database, workload, run=run)
     except (queries.QueryError, DatabaseError) as exc:
         fail(str(exc))
-    if result.attribution.is_empty():
-        fail("no sweep with two GPU counts to compare: give runs a workload and tokens_per_step in run.json")
-    if fmt in ("table", "line"):
-        for sentence in result.sentences:
-            click.echo(sentence)
+    if not result.sentences and result.runs.is_empty():
+        fail(f"nothing to explain: {db} holds no runs with traces (ingest some with `scaletrace ingest PATH`)")
+    if fmt in ("csv", "json"):
+        _emit(table(result.attribution) if not result.attribution.is_empty() else result.runs, fmt)
+        return
+    for sentence in result.sentences:
+        click.echo(oneline.printable(sentence))
+    if result.sentences:
         click.echo()
-    _emit(table(result.attribution), fmt)
+    for line in lines(result.runs):
+        click.echo(oneline.printable(line))
+    if not result.attribution.is_empty():
+        click.echo()
+        _emit(table(result.attribution), fmt)
 
 
 @main.command(context_settings=CONTEXT)

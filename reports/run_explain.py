@@ -30,7 +30,7 @@ from scaletrace.pipeline.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run
-from scaletrace.reports.words import STEP_PARTS, count, duration, listing, present, share
+from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, present, share
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
 TOP_KERNEL_FAMILIES = 3  # kernel families named per run
@@ -226,8 +226,8 @@ def compute_sentence(eff: pl.DataFrame, ops: pl.DataFrame) -> str | None:
     rows = {r["series"]: r for r in eff.iter_rows(named=True)} if not eff.is_empty() else {}
     fams = [name for name in rows if name != ALL_OPS]
     if fams and ALL_OPS in rows:
-        each = "; ".join(f"{f} {share(rows[f]['pct_of_peak'])}, {rows[f]['achieved_tflops']:.3g} TFLOP/s" for f in fams)
-        detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else f"{rows[fams[0]]['achieved_tflops']:.3g} TFLOP/s"
+        each = "; ".join(f"{f} {share(rows[f]['pct_of_peak'])}, {figure(rows[f]['achieved_tflops'])} TFLOP/s" for f in fams)
+        detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else f"{figure(rows[fams[0]]['achieved_tflops'])} TFLOP/s"
         return (f"Its {listing(fams)} kernels reach {share(rows[ALL_OPS]['pct_of_peak'])} of the device's peak "
                 f"for their dtype ({detail}).")
     counted = ops.filter(pl.col("flops").is_not_null() & (pl.col("gpu_ns") > 0)) if not ops.is_empty() else ops
@@ -236,7 +236,7 @@ def compute_sentence(eff: pl.DataFrame, ops: pl.DataFrame) -> str | None:
     per = (counted.group_by("family").agg(pl.col("flops").sum(), pl.col("gpu_ns").sum(),
                                           pl.col("dtype").drop_nulls().unique().sort().str.join("/"))
            .sort("flops", descending=True))
-    said = [f"{FAMILIES.get(r['family'], r['family'])} ops run at {r['flops'] / r['gpu_ns'] / 1e3:.3g} TFLOP/s"
+    said = [f"{FAMILIES.get(r['family'], r['family'])} ops run at {figure(r['flops'] / r['gpu_ns'] / 1e3)} TFLOP/s"
             + (f" ({r['dtype']})" if r["dtype"] else "") for r in per.iter_rows(named=True)]
     return f"Its {listing(said)}; no peak FLOP/s is known for that device and dtype, so no % of peak."
 
@@ -246,8 +246,9 @@ def kernel_sentence(kernels: pl.DataFrame, cpu_only=None) -> str | None:
     (kernel_summary's total_ns and time_pct_of_kernel_time summed per family; CPU-only traces: CPU ops)."""
     if kernels.is_empty():
         return None
+    pct = pl.col("time_pct_of_kernel_time").cast(pl.Float64)
     fams = (kernels.group_by("family").agg(pl.col("total_ns").cast(pl.Float64).sum(),
-                                           pl.col("time_pct_of_kernel_time").cast(pl.Float64).sum())
+                                           pl.when(pct.is_not_null().any()).then(pct.sum()))  # all NULL: NULL
             .filter(pl.col("total_ns") > 0).sort(["total_ns", "family"], descending=[True, False]))
     if fams.is_empty():
         return None

@@ -48,6 +48,14 @@ def duration(ns) -> str | None:
     return f"{x:.3g} ns"
 
 
+def figure(x) -> str | None:
+    """A quantity, three significant digits and never e-notation: '0.299', '24.6', '613', '2,000'."""
+    if not present(x):
+        return None
+    x = float(x)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.1e}"
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """'1 rank', '8 ranks', '1 process group'."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
@@ -59,4 +67,4 @@ def listing(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}" if items else ""
 
 
-__all__ = ["STEP_PARTS", "count", "duration", "listing", "present", "share"]
+__all__ = ["STEP_PARTS", "count", "figure", "duration", "listing", "present", "share"]

@@ -64,8 +64,10 @@ def test_explain_errors_are_one_line(ex_db, tmp_path):
     write_run(single, SynthRun("solo", ranks=2, workload="solo"))
     db = tmp_path / "one.duckdb"
     assert not ingest([single], db=db, workers=1).errors
+    # one GPU count is no sweep step, but the run is still described on its own (tests/test_run_explain.py)
     result = CliRunner().invoke(main, ["explain", "--db", str(db)])
-    assert result.exit_code == 1 and "no sweep with two GPU counts" in result.output
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("solo:\n  Both ranks traced") and "GPU-time per token" not in result.output
 
 
 def test_diff_lists_families_largest_change_first(ex_db):
