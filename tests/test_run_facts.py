@@ -350,6 +350,19 @@ def test_a_changed_meta_on_reingest_updates_the_runs_row(two_runs):
         4 * 256, "inferred: aten::embedding indices [4, 256] × dp 1 (vocabulary 32000)")
 
 
+def test_mfu_above_100_pct_is_a_warning_that_names_the_bases(two_runs):
+    """[4, 256] tokens a 1 ms step on one H100 (989 TFLOP/s) at 6 × 1e12 FLOPs per token would be
+    6e12 · 1024 / 1e-3 s: far above the peak."""
+    traces, db = two_runs
+    assert not ingest([traces], db=db, workers=1, meta={"model.num_params": 1e12}).errors
+    bare = _summary(db)["bare"]
+    assert bare["mfu_pct"] == pytest.approx(100 * 6e12 * 4 * 256 / 1e-3 / 989e12)
+    assert bare["warnings"].startswith(f"MFU {bare['mfu_pct']:.0f} % is above 100 %: tokens per step "
+                                       "(inferred: aten::embedding indices [4, 256] × dp 1 (vocabulary 32000)), "
+                                       "FLOPs per token (--meta: 6 × model.num_params)")
+    assert _summary(db)["manifest"]["warnings"] is not None  # run.json's 777 tokens: still > 100 %
+
+
 @pytest.mark.parametrize("meta, code, words", [
     ("tp=2", 1, "not a run.json key (did you mean parallel.tp?)"),
     ("fabric=IB", 1, "--meta fabric: not a run.json key"),

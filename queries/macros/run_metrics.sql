@@ -150,5 +150,11 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            CASE WHEN cpu_only AND ranks_per_host > cpu_cores
                 THEN format('CPU run with {} ranks per host on {} core{}: ranks compete for cores, so '
                             'its step time partly measures contention, not scaling', ranks_per_host,
-                            cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END), '') AS warnings
+                            cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END,
+           -- DESIGN.md: an impossible result is a warning next to the number, with where its inputs came from
+           CASE WHEN tps * fpt / (gpus * peak) > 1
+                THEN format('MFU {:.0f} % is above 100 %: tokens per step ({}), FLOPs per token ({}) or world size '
+                            '({}) is too high, or the peak ({}) too low', 100.0 * tps * fpt / (gpus * peak),
+                            tokens_per_step_basis, flops_per_token_basis, world_size_basis, peak_basis) END), '')
+           AS warnings
 FROM m
