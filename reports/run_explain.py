@@ -121,7 +121,7 @@ def step_sentence(s: dict) -> str:
               else "both ranks traced" if ranks == 2 else f"all {ranks} ranks traced" if ranks > 2
               else count(ranks, "rank") + " traced")
     if s.get("device_name"):
-        traced += f" ({s['device_name']})"
+        traced += f" on {s['device_name']}"
     steps = s.get("num_steps") or 0
     clauses = [f"{traced}, {count(steps, 'profiled step') if steps else 'no profiled step (no ProfilerStep annotation)'}"]
     if present(s.get("step_time_ns")):
