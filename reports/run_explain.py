@@ -114,7 +114,7 @@ def _sentence(text: str | None, tail: str = "") -> str | None:
 
 
 def step_sentence(s: dict) -> str:
-    """'All 8 ranks traced (Tesla V100-SXM2-16GB), 1 profiled step; step time 19.9 ms (...); the traced
+    """'All 8 ranks traced on Tesla V100-SXM2-32GB, 1 profiled step; step time 19.9 ms (...); the traced
     span is 7.8 % compute, 38 % exposed communication and 54 % idle (mean over ranks).'"""
     ranks, world = s.get("ranks_traced") or 0, s.get("world_size")
     traced = (f"{ranks} of {world} ranks traced" if present(world) and world != ranks
