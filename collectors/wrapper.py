@@ -36,6 +36,13 @@ def collect_env(out_dir: Path, run_id: str | None, steps: str, meta: dict) -> di
 
 
 def run(command: list[str], out_dir: Path, run_id: str | None, steps: str, meta: dict) -> int:
-    """Run ``command`` profiled; returns its exit status unchanged."""
+    """Run ``command`` profiled; returns its exit status as a shell reports it: unchanged, or
+    128 + N when a signal N ended it (SIGKILL 137, SIGSEGV 139, SIGTERM 143)."""
     collectors.ProfileConfig.parse_steps(steps)  # a bad --steps is a usage error before launching
-    return subprocess.call(command, env=collect_env(out_dir, run_id, steps, meta))
+    return exit_status(subprocess.call(command, env=collect_env(out_dir, run_id, steps, meta)))
+
+
+def exit_status(returncode: int) -> int:
+    """``subprocess``'s return code as a shell's exit status: -N (killed by signal N) is 128 + N
+    (``sys.exit(-9)`` would exit 247)."""
+    return 128 - returncode if returncode < 0 else returncode

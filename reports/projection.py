@@ -32,6 +32,8 @@ from scaletrace.pipeline.db import Database
 from scaletrace.pipeline.synth import ring_factor, ring_steps
 
 MIN_SIZES = 3  # fewer measured GPU counts: the projection is not identifiable
+MAX_PROJECTED_GPUS = 2**24  # a GPU count beyond this (16,777,216) is a typo, not a cluster
+WHAT_IF_RANGE = (1e-3, 1e3)  # a --what-if factor outside it is a typo (1e-320 would divide to infinity)
 NO_WORKLOAD = " (no workload)"  # after the run id: a run without a workload label, a sweep of its own
 OVERLAP_MIN_RATIO = 0.05  # a collective with less compute than this share after its start is not overlapped
 DIMS_INNER_TO_OUTER = ("tp", "cp", "dp", "pp")  # rank order of the layout (torchtitan's mesh: pp, dp, cp, tp)
@@ -79,6 +81,9 @@ def parse_what_if(text: str | None) -> WhatIf | None:
             raise ProjectionError(f"--what-if: {key} wants a number, got {value!r}") from None
         if not values[key] > 0 or not math.isfinite(values[key]):
             raise ProjectionError(f"--what-if: {key} must be a positive factor, got {value}")
+        low, high = WHAT_IF_RANGE
+        if not low <= values[key] <= high:
+            raise ProjectionError(f"--what-if: {key} must be a factor between {low:g} and {high:g}, got {value}")
     return WhatIf(**values)
 
 

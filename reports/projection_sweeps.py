@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from scaletrace.pipeline.db import Database
-from scaletrace.reports.projection import (COLUMNS, MIN_SIZES, NO_WORKLOAD, Fit, NotIdentifiableError, Point,
-                                           ProjectionError, WhatIf, fit, load_points, parse_what_if, predict)
+from scaletrace.reports.projection import (COLUMNS, MAX_PROJECTED_GPUS, MIN_SIZES, NO_WORKLOAD, Fit, NotIdentifiableError,
+                                           Point, ProjectionError, WhatIf, fit, load_points, parse_what_if, predict)
 
 
 # ---- the sweep-level table -----------------------------------------------------------------------
@@ -117,6 +117,8 @@ def _row(sw: Sweep, n: int, pred: dict, what_if: WhatIf, base_tps: float, measur
 
 def _check_sizes(sw: Sweep, to: list[int]) -> None:
     for n in to:
+        if n > MAX_PROJECTED_GPUS:
+            raise ProjectionError(f"{sw.label}: {n} GPUs is beyond the {MAX_PROJECTED_GPUS:,} GPUs scaletrace projects to")
         if n < 1 or n % sw.model.unit:
             raise ProjectionError(f"{sw.label}: {n} GPUs is not a positive multiple of tp × pp × cp = "
                                   f"{sw.model.unit} (the sweep's layout family)")

@@ -228,3 +228,15 @@ def test_report_projection_chart_and_finding(db, tmp_path):
     result = build_report(db, tmp_path / "r.html")
     assert "projection" in result.charts
     assert any(f.startswith("hidden: projected knee at 16 GPUs (the largest measured count)") for f in result.findings)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--to", str(10**30)], "beyond the 16,777,216 GPUs"),  # a polars i128 ComputeError before
+    (["--to", str(2**24 + 4)], "beyond the 16,777,216 GPUs"),
+    (["--what-if", "compute=1e-320"], "between 0.001 and 1000"),  # a ZeroDivisionError before
+    (["--what-if", "network=1e300"], "between 0.001 and 1000"),
+])
+def test_out_of_range_values_are_one_line(db, args, expected):
+    result = CliRunner().invoke(main, ["project", "--db", str(db), "--workload", "across", *args])
+    assert result.exit_code == 1, result.output
+    assert result.output.count("\n") == 1 and expected in result.output
