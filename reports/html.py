@@ -68,6 +68,28 @@ def _cell(value, fmt: str, column: str) -> str:
 SHARE_COLUMNS = ("compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct")
 
 
+# A value resting on a fact the trace was read for (run_summary's *_basis "inferred: …") is marked,
+# the basis in the cell's tooltip: tokens/s and MFU on tokens per step, GPUs on the world size.
+INFERRED_MARK = "†"
+BASIS_OF = {"tokens_per_s": ("tokens_per_step_basis",), "mfu_pct": ("tokens_per_step_basis", "flops_per_token_basis"),
+            "world_size": ("world_size_basis",)}
+
+
+def _inferred(r: dict, column: str) -> str:
+    """The "inferred: …" bases behind a cell (empty when none)."""
+    bases = [f"{b.removesuffix('_basis').replace('_', ' ')}: {r[b]}" for b in BASIS_OF.get(column, ())
+             if isinstance(r.get(b), str) and r[b].startswith("inferred")]
+    return "; ".join(bases)
+
+
+def _value_cell(r: dict, c: str) -> str:
+    text = _cell(r[c], SUMMARY_COLUMNS[c][1], c)
+    basis = _inferred(r, c) if r[c] is not None else ""
+    if basis:
+        return f'<td title="{html.escape(basis)}">{text}{INFERRED_MARK}</td>'
+    return f"<td>{text}</td>"
+
+
 def _row(r: dict, cols: list[str]) -> str:
     note = r.get("sliver_note")
     shares = [c for c in cols if c in SHARE_COLUMNS]
@@ -77,7 +99,7 @@ def _row(r: dict, cols: list[str]) -> str:
             if c == shares[0]:
                 cells.append(f'<td class="sliver" colspan="{len(shares)}">{html.escape(note)}</td>')
             continue
-        cells.append(f"<td>{_cell(r[c], SUMMARY_COLUMNS[c][1], c)}</td>")
+        cells.append(_value_cell(r, c))
     return "<tr>" + "".join(cells) + "</tr>"
 
 
@@ -103,7 +125,9 @@ TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
                 "% of step: the part ÷ the rank's traced span, averaged over the run's ranks "
                 "(exposed comm = communication not hidden under compute). Where the device's activity "
                 f"spans under {SLIVER_PCT:g} % of the step, the shares describe that sliver, not the step, "
-                "and the table says so instead.")
+                f"and the table says so instead. {INFERRED_MARK}: rests on a fact read from the trace, not "
+                "run.json or --meta (tokens per step from the token embedding's shapes, FLOPs per token from "
+                "the recorded shapes, the world size from distributedInfo); hover for the basis.")
 
 
 def _section_head(heading: str, sentences: list[str]) -> str:
