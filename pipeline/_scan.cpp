@@ -93,23 +93,30 @@ struct Out {
   std::vector<std::string_view> device_names;  // non-empty deviceProperties names, in order
 };
 
-void walk(ondemand::value v);  // validate a value nobody uses
+// Values nested deeper than this are a fallback: the walk below recurses once per level, and a
+// million nested arrays (2 MB of JSON) would overflow the C stack.  The reference extractor then
+// refuses the file with one line (decode.py: MAX_DEPTH, msgspec's own recursion limit).  Kineto
+// traces nest about six levels deep (Input Dims of a list of tensors: four).
+constexpr int MAX_DEPTH = 256;
 
-void walk_object(ondemand::object o) {
+void walk(ondemand::value v, int depth = 0);  // validate a value nobody uses
+
+void walk_object(ondemand::object o, int depth) {
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
     must(field.unescaped_key());
-    walk(field.value());
+    walk(field.value(), depth);
   }
 }
 
-void walk(ondemand::value v) {
+void walk(ondemand::value v, int depth) {
+  if (++depth > MAX_DEPTH) throw Fallback{};
   switch (must(v.type())) {
     case ondemand::json_type::object:
-      walk_object(must(v.get_object()));
+      walk_object(must(v.get_object()), depth);
       break;
     case ondemand::json_type::array:
-      for (auto e : must(v.get_array())) walk(must(std::move(e)));
+      for (auto e : must(v.get_array())) walk(must(std::move(e)), depth);
       break;
     case ondemand::json_type::string:
       must(v.get_string());

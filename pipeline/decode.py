@@ -97,6 +97,9 @@ _DECODER = msgspec.json.Decoder(Union[TraceDoc, list[msgspec.Raw]])
 _BATCH_DECODER = msgspec.json.Decoder(list[Event])
 _EVENT_PATH = re.compile(r"\$\[(\d+)\]")
 BATCH = 20_000
+# msgspec stops at Python's recursion limit (RecursionError); the compiled scanner stops at 256
+# levels and hands the file here (_scan.cpp MAX_DEPTH), so either way the file is this one line.
+TOO_DEEP = "JSON nested too deeply (beyond Python's recursion limit): not a Kineto trace"
 
 
 def unpack(raw: bytes, max_bytes: int | None = None, limit_name: str = "the size limit",
@@ -143,6 +146,8 @@ def decode(data: bytes) -> TraceDoc:
         raise TraceError(f"not a Chrome/Kineto trace: {exc}") from None
     except msgspec.DecodeError as exc:
         raise TraceError(f"malformed or truncated JSON: {exc}") from None
+    except RecursionError:
+        raise TraceError(TOO_DEEP) from None
     if isinstance(doc, list):
         return TraceDoc(traceEvents=doc)
     if doc.traceEvents is None:
@@ -159,4 +164,6 @@ def iter_events(raws: list[msgspec.Raw], batch: int = BATCH):
         except msgspec.ValidationError as exc:
             text = _EVENT_PATH.sub(lambda m: f"$.traceEvents[{offset + int(m.group(1))}]", str(exc), count=1)
             raise TraceError(f"not a Chrome/Kineto trace: {text}") from None
+        except RecursionError:
+            raise TraceError(TOO_DEEP) from None
         yield from events

@@ -1,6 +1,7 @@
 """The parse process pool: results in task order, one file per failure, workers that never
 outlive the ingest (README, "Robustness").
 
+* Every parse runs in a worker process, even with one worker or one file.
 * An exception in a worker is that job's failure (its type in the line), never the ingest's.
 * A worker that dies (the kernel's out-of-memory killer, a SIGKILL, a crash in C code) breaks
   a ``ProcessPoolExecutor`` and every job in flight with it.  The unfinished jobs are then run
@@ -40,11 +41,11 @@ def pool_size(workers: int | None, jobs: int) -> int:
 def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable[[str], object],
              **kwargs) -> Iterator:
     """``fn(*job, **kwargs)`` for every job, yielded in job order, with at most ``workers + 1``
-    results held at once; a job that raises or whose process dies yields ``failed(reason)``."""
-    if workers <= 1:
-        for job in jobs:
-            yield _call(fn, job, kwargs, failed)
-        return
+    results held at once; a job that raises or whose process dies yields ``failed(reason)``.
+
+    Even one worker is a process of its own: a parser that dies (a C stack overflow, the
+    out-of-memory killer) must cost its file, never the process that writes the database."""
+    workers = max(1, workers)
     pool = None
     pending: deque[tuple[tuple, Future]] = deque()
     queue = iter(jobs)
@@ -84,13 +85,6 @@ def _submit(pool: ProcessPoolExecutor, fn, job, kwargs) -> Future:
         future: Future = Future()
         future.set_exception(exc)
         return future
-
-
-def _call(fn, job, kwargs, failed):
-    try:
-        return fn(*job, **kwargs)
-    except Exception as exc:  # the backstop: one file's failure, with the exception's type
-        return failed(f"could not be parsed ({describe(exc)})")
 
 
 def _outcome(future: Future, failed):
