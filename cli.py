@@ -750,7 +750,10 @@ def project(db, workload, to, what_if, fmt, columns) -> None:
     collective's transfer time inside and across nodes, overlap capacity from
     where collectives start under compute, waiting carried forward (README
     "Projection").  Measured rows carry the measured values, the in-sample
-    prediction and the leave-one-out error; projected rows the largest LOO error.
+    prediction and the leave-one-out error; projected rows the largest LOO error,
+    and "not a prediction" in notes (fits false) when it exceeds 50 %.  MFU of a
+    measured row is run_summary's (the run's own peak); efficiency is named by
+    its baseline: vs the layout family's fewest GPUs, vs the sweep's (`scaling`).
 
     \b
     Example:

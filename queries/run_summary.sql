@@ -36,6 +36,26 @@
 -- one figure the report's table, findings and charts call exposed
 -- communication.  The five sum to 100.  null_reasons says why each NULL
 -- column is NULL.
+-- The sanity checks (DESIGN.md: an impossible result is a warning next to the
+-- number).  model_flops_per_step = flops_per_token × tokens_per_step (the whole
+-- job, the FLOPs MFU counts); recorded_flops_per_step = the FLOP-counted ops'
+-- FLOPs of a step from their recorded shapes (GEMM, attention, convolution; mean
+-- over traced ranks, median over steps) × world_size; model_to_recorded_flops_ratio
+-- = their ratio (1 when flops_per_token was inferred from the shapes);
+-- kernel_efficiency_pct_of_peak = compute_efficiency's FLOPs-weighted % of peak of
+-- those ops' kernels.  traced_window_per_step_ns = the rank's device span over its
+-- whole trace, averaged over ranks, ÷ the profiled steps;
+-- step_time_to_traced_window_ratio = step_time_ns ÷ that.  warnings (NULL: none),
+-- '; '-separated: MFU above 100 %; MFU above kernel_efficiency_pct_of_peak (the
+-- kernels cannot run slower than the step that holds them: the model counts more
+-- FLOPs than the kernels did, or the peaks differ); a traced window per step over
+-- 1.5 × the step time (in steady state the device does at most a step's work a
+-- step; a window much shorter than the step is the sliver rule of
+-- run_device_share, said in words by the report); a step-log step time more than
+-- 2 × from the profiled steps' (ProfilerStep median of the slowest rank); a CPU
+-- run with more ranks per host than cores.
+-- Every command that states a run's MFU or peak (`project`, the report) takes it
+-- from here.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
--- flops FLOP, peak FLOP/s, energy J.
+-- flops FLOP (*_flops_per_step FLOP a step), peak FLOP/s, energy J, *_ratio a ratio.
 SELECT * FROM run_metrics($run_id) ORDER BY run_id

@@ -179,8 +179,9 @@ CHARTS = [
               "database): measured tokens/s (points), the model's prediction to 4× the largest measured count "
               "(line; compute a + b/N or constant, α–β ring communication inside and across nodes, overlap "
               "capacity and waiting from the traces), shaded by the largest leave-one-out error, and ideal "
-              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. "
-              "`scaletrace project` prints the numbers.",
+              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. A sweep "
+              "whose leave-one-out error exceeds 50 % keeps its measured points only: the model does not fit its "
+              "runs, so no line or band is drawn and the subtitle says so. `scaletrace project` prints the numbers.",
               "No sweep with three measured GPU counts (with a workload, tokens_per_step and ProfilerSteps): "
               "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]

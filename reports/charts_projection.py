@@ -9,12 +9,11 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
-from scaletrace.reports.projection import MIN_SIZES, NO_WORKLOAD, ProjectionError
+from scaletrace.reports.projection import MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, ProjectionError
 from scaletrace.reports.projection_sweeps import Skipped, curve, fit_sweeps, knee
 from scaletrace.reports.words import count, listing
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
-UNRELIABLE_PCT = 50  # a larger leave-one-out error: the findings claim no knee
 MAX_NAMED = 4  # runs without a workload named in the not-projected line (then "and N more")
 
 
@@ -28,16 +27,30 @@ def projection_data(db: Database) -> tuple[pl.DataFrame, list[Skipped | str]]:
     return curve(sweeps, FACTOR), skipped
 
 
+def misfit_words(df: pl.DataFrame) -> list[str]:
+    """Why each sweep whose model does not fit its own runs is not drawn, one line each."""
+    if df.is_empty() or "fits" not in df.columns:
+        return []
+    rows = df.filter(~pl.col("fits")).group_by("sweep", maintain_order=True).agg(pl.col("band_pct").first())
+    return [line for r in rows.iter_rows(named=True)
+            for line in (f"{r['sweep']}: not drawn:",
+                         f"  leave-one-out error {r['band_pct']:.0f} % (over {UNRELIABLE_PCT} %): the model does not "
+                         "fit the measured runs")]
+
+
 def build_projection(df: pl.DataFrame) -> alt.LayerChart:
-    """df: projection_data's curve (one row per sweep × GPU count)."""
+    """df: projection_data's curve (one row per sweep × GPU count).  A sweep whose leave-one-out error
+    exceeds UNRELIABLE_PCT keeps its measured points; its line and band are not drawn and the subtitle
+    says why, in words."""
     x = gpus_axis(df)
     y_scale = alt.Scale(type="log")
-    band = alt.Chart(data(df)).mark_area(opacity=0.18).encode(
+    fitted = df.filter(pl.col("fits")) if "fits" in df.columns else df
+    band = alt.Chart(data(fitted)).mark_area(opacity=0.18).encode(
         x=x, y=alt.Y("band_lo_tps:Q", title="tokens/s (whole job, log scale)", scale=y_scale),
         y2="band_hi_tps:Q", color=sweep_colour())
-    ideal = alt.Chart(data(df)).mark_line(strokeDash=[6, 4], color="gray").encode(
+    ideal = alt.Chart(data(fitted)).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=x, y=alt.Y("ideal_tps:Q", scale=y_scale), detail="sweep:N")
-    predicted = alt.Chart(data(df)).mark_line().encode(
+    predicted = alt.Chart(data(fitted)).mark_line().encode(
         x=x, y=alt.Y("predicted_tps:Q", scale=y_scale), color=sweep_colour(),
         tooltip=["sweep:N", "world_size:Q", alt.Tooltip("predicted_tps:Q", format=",.0f"),
                  alt.Tooltip("band_pct:Q", title="LOO error (±%)", format=".1f")])
@@ -45,13 +58,13 @@ def build_projection(df: pl.DataFrame) -> alt.LayerChart:
         filled=True, size=60, opacity=0.9).encode(
         x=x, y=alt.Y("measured_tps:Q", scale=y_scale), color=sweep_colour(),
         tooltip=["sweep:N", "world_size:Q", alt.Tooltip("measured_tps:Q", format=",.0f")])
-    edge = alt.Chart(data(df.select("sweep", "max_measured").unique())).mark_rule(
+    edge = alt.Chart(data(fitted.select("sweep", "max_measured").unique())).mark_rule(
         color="#999", strokeDash=[2, 2]).encode(x="max_measured:Q")
     # the points first: the shared colour legend takes its symbols from the first layer
     return alt.layer(measured, predicted, ideal, edge, band).properties(
         title=alt.TitleParams(f"Projected throughput to {FACTOR}× the largest measured GPU count",
-                              subtitle="points: measured; line: model; band: leave-one-out error; dashed: ideal; "
-                                       "dotted: largest measured"), width=WIDTH, height=HEIGHT)
+                              subtitle=["points: measured; line: model; band: leave-one-out error; dashed: ideal; "
+                                        "dotted: largest measured", *misfit_words(df)]), width=WIDTH, height=HEIGHT)
 
 
 def not_projected_line(skipped: list[Skipped | str], projected: list[str]) -> str | None:
@@ -84,7 +97,8 @@ def projection_sentences(df: pl.DataFrame, skipped: list[Skipped | str]) -> list
     """Per projected sweep: the knee, or that none is predicted within FACTOR× the largest measured count;
     then one line for the sweeps left out (not_projected_line)."""
     out = []
-    projected = df["sweep"].unique(maintain_order=True).to_list() if not df.is_empty() else []
+    fitted = df.filter(pl.col("fits")) if "fits" in df.columns else df
+    projected = fitted["sweep"].unique(maintain_order=True).to_list() if not fitted.is_empty() else []
     line = not_projected_line(skipped, projected)
     if df.is_empty():
         return [line] if line else []
@@ -96,7 +110,8 @@ def projection_sentences(df: pl.DataFrame, skipped: list[Skipped | str]) -> list
                  f"leave-one-out error up to {band:.1f} %)")
         if band > UNRELIABLE_PCT:
             out.append(f"{sweep}: the projection does not fit these runs (leave-one-out error up to {band:.0f} %, "
-                       f"over {UNRELIABLE_PCT} %): no knee is claimed; `scaletrace project` shows the numbers.")
+                       f"over {UNRELIABLE_PCT} %): it is not drawn and no knee is claimed; `scaletrace project` marks "
+                       "its rows \"not a prediction\".")
         elif k is None:
             out.append(f"{sweep}: no knee predicted up to {gpus(FACTOR * top)} ({FACTOR}× the largest measured "
                        f"count): each added GPU keeps yielding at least half its ideal throughput {basis}.")

@@ -40,8 +40,10 @@ DIMS_INNER_TO_OUTER = ("tp", "cp", "dp", "pp")  # rank order of the layout (torc
 DIM_WORDS = {"tp": ("tp", "tensor"), "cp": ("cp", "context"), "pp": ("pp", "pipe", "pipeline"),
              "dp": ("dp", "data", "fsdp", "shard", "replicate", "ddp")}
 COLUMNS = ["workload", "layout_family", "world_size", "num_nodes", "measured", "step_time_ns", "tokens_per_s",
-           "tokens_per_s_per_gpu", "mfu_pct", "scaling_efficiency_pct", "compute_ns", "comm_ns",
-           "exposed_comm_ns", "loo_error_pct", "what_if", "predicted_step_time_ns", "run_id", "notes"]
+           "tokens_per_s_per_gpu", "mfu_pct", "efficiency_vs_layout_baseline_pct", "efficiency_vs_sweep_baseline_pct",
+           "compute_ns", "comm_ns", "exposed_comm_ns", "loo_error_pct", "fits", "what_if", "predicted_step_time_ns",
+           "run_id", "notes"]
+UNRELIABLE_PCT = 50  # a leave-one-out error above this: the model does not fit its runs (not drawn, marked)
 
 
 class ProjectionError(ValueError):
@@ -114,9 +116,10 @@ class Point:
     wait_ns: float
     colls: list[Coll]
     flops_per_token: float | None = None
-    peak_flops: float | None = None
+    peak_flops: float | None = None  # run_summary's peak_flops_per_gpu: one peak per run, every command
     layout: dict[str, int] = field(default_factory=dict)
     gpus_per_node: int | None = None  # run.json gpus_per_node, else world_size ÷ num_nodes
+    mfu_pct: float | None = None  # run_summary's: a measured row states the run's own MFU
 
 
 @dataclass
@@ -212,7 +215,7 @@ def _point(row: dict, steps: pl.DataFrame, fits: pl.DataFrame, waits: pl.DataFra
     nodes = row.get("num_nodes") or (math.ceil(world / gpn) if gpn else None)
     return Point(run, world, nodes, row["step_time_ns"], row["tokens_per_step"], slow["compute_ns"],
                  slow["comm_ns"], slow["exposed_comm_ns"], wait, colls, row["flops_per_token"],
-                 row["peak_flops_per_gpu"], layout, gpn)
+                 row["peak_flops_per_gpu"], layout, gpn, row["mfu_pct"])
 
 
 # ---- fitting -------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from scaletrace.pipeline.db import Database
-from scaletrace.reports.projection import (COLUMNS, MAX_PROJECTED_GPUS, MIN_SIZES, NO_WORKLOAD, Fit, NotIdentifiableError,
-                                           Point, ProjectionError, WhatIf, fit, load_points, parse_what_if, predict)
+from scaletrace.reports.projection import (COLUMNS, MAX_PROJECTED_GPUS, MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, Fit,
+                                           NotIdentifiableError, Point, ProjectionError, WhatIf, fit, load_points,
+                                           parse_what_if, predict)
 
 
 # ---- the sweep-level table -----------------------------------------------------------------------
@@ -26,11 +27,24 @@ class Sweep:
     model: Fit
     loo_error_pct: dict[int, float]  # measured N -> 100 · (LOO prediction − measured) ÷ measured
     notes: list[str]
+    # the sweep's baseline (scaling's: its fewest GPUs, any layout): (GPUs, tokens/s), None when unknown
+    sweep_base: tuple[int, float] | None = None
 
     @property
     def band_pct(self) -> float:
         """The largest leave-one-out error (absolute, %): the band drawn around projections."""
         return max(abs(v) for v in self.loo_error_pct.values())
+
+    @property
+    def fits(self) -> bool:
+        """Whether the model fits its own runs: no leave-one-out error above UNRELIABLE_PCT.  A sweep
+        that does not fit is not drawn (the chart says why) and its projected rows are marked."""
+        return bool(self.band_pct <= UNRELIABLE_PCT)
+
+    @property
+    def misfit_note(self) -> str:
+        return (f"not a prediction: leave-one-out error up to {self.band_pct:.0f} %, over {UNRELIABLE_PCT} % "
+                "(the model does not fit the measured runs)")
 
     @property
     def base(self) -> Point:
@@ -64,6 +78,7 @@ def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], 
     NotIdentifiableError when ``workload`` is given and has fewer than three GPU counts."""
     sweeps, skipped = [], []
     loaded = load_points(db, workload)
+    bases = _sweep_baselines(db)
     families = {}
     for name, family, *_ in loaded:
         families[name] = families.get(name, 0) + 1
@@ -86,10 +101,24 @@ def fit_sweeps(db: Database, workload: str | None = None) -> tuple[list[Sweep], 
             rest = points[:i] + points[i + 1:]
             pred = predict(fit(rest, scaling, layout, gpn), p.n)["step_time_ns"]
             loo[p.n] = 100 * (pred - p.step_ns) / p.step_ns
-        sweeps.append(Sweep(name, family, label, points, model, loo, model.notes))
+        sweeps.append(Sweep(name, family, label, points, model, loo, model.notes, bases.get(name)))
     if workload is not None and not sweeps:
         raise NotIdentifiableError("; ".join(map(str, skipped)))
     return sweeps, skipped
+
+
+def _sweep_baselines(db: Database) -> dict[str, tuple[int, float]]:
+    """Per workload, scaling's baseline run (fewest GPUs, any layout): (its GPUs, its tokens/s)."""
+    scaling = db.query("scaling")
+    if scaling.is_empty():
+        return {}
+    base = scaling.filter(pl.col("run_id") == pl.col("baseline_run"))
+    return {r["sweep"]: (r["world_size"], r["tokens_per_s"]) for r in base.iter_rows(named=True)}
+
+
+def _efficiency(scaling: str, tps: float, n: int, base_n: int, base_tps: float) -> float:
+    """DESIGN.md "Across runs": speedup ÷ (GPUs ÷ baseline GPUs) (strong), per-GPU tokens/s ratio (weak)."""
+    return 100 * (tps / n) / (base_tps / base_n) if scaling == "weak" else 100 * (tps / base_tps) / (n / base_n)
 
 
 def _row(sw: Sweep, n: int, pred: dict, what_if: WhatIf, base_tps: float, measured: Point | None) -> dict:
@@ -97,20 +126,29 @@ def _row(sw: Sweep, n: int, pred: dict, what_if: WhatIf, base_tps: float, measur
     tokens = base.tokens_per_step / base.n * n if f.scaling == "weak" else base.tokens_per_step
     step = measured.step_ns if measured else pred["step_time_ns"]
     tps = (measured.tokens_per_step if measured else tokens) / (step / 1e9)
-    gain = tps / base_tps
-    eff = 100 * gain * base.n / n if f.scaling != "weak" else 100 * (tps / n) / (base_tps / base.n)
-    fpt, peak = sw.points[-1].flops_per_token, sw.points[-1].peak_flops
+    eff = _efficiency(f.scaling, tps, n, base.n, base_tps)
+    # against the sweep's baseline (scaling's scaling_efficiency_vs_sweep_baseline_pct); a what-if
+    # scenario changes its own baseline, so it has only the layout baseline
+    sweep_eff = (_efficiency(f.scaling, tps, n, *sw.sweep_base)
+                 if sw.sweep_base and sw.sweep_base[1] and what_if == WhatIf() else None)
+    # a measured row states run_summary's MFU (the run's own peak); a projection the largest measured run's
+    top = sw.points[-1]
+    mfu = (measured.mfu_pct if measured else
+           100 * tps * top.flops_per_token / (n * top.peak_flops) if top.flops_per_token and top.peak_flops else None)
     parts = ({"compute_ns": measured.compute_ns, "comm_ns": measured.comm_ns,
               "exposed_comm_ns": measured.exposed_comm_ns} if measured else pred)
     notes = list(sw.notes)
     if not measured and f.gpus_per_node and n > f.gpus_per_node * max(p.nodes or 1 for p in sw.points):
         notes.append("more nodes than any measured run")
+    if not measured and not sw.fits:
+        notes.insert(0, sw.misfit_note)
     return {"workload": sw.workload, "layout_family": sw.family, "world_size": n,
             "num_nodes": math.ceil(n / f.gpus_per_node) if f.gpus_per_node else (measured.nodes if measured else None),
             "measured": measured is not None, "step_time_ns": step, "tokens_per_s": tps,
-            "tokens_per_s_per_gpu": tps / n, "mfu_pct": 100 * tps * fpt / (n * peak) if fpt and peak else None,
-            "scaling_efficiency_pct": eff, **{k: parts[k] for k in ("compute_ns", "comm_ns", "exposed_comm_ns")},
-            "loo_error_pct": sw.loo_error_pct[n] if measured else sw.band_pct, "what_if": what_if.label,
+            "tokens_per_s_per_gpu": tps / n, "mfu_pct": mfu,
+            "efficiency_vs_layout_baseline_pct": eff, "efficiency_vs_sweep_baseline_pct": sweep_eff, **{k: parts[k] for k in ("compute_ns", "comm_ns", "exposed_comm_ns")},
+            "loo_error_pct": sw.loo_error_pct[n] if measured else sw.band_pct, "fits": sw.fits,
+            "what_if": what_if.label,
             "predicted_step_time_ns": pred["step_time_ns"], "run_id": measured.run_id if measured else None,
             "notes": "; ".join(notes) or None}
 
@@ -155,6 +193,7 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
                                    "step and ProfilerSteps) in the database")
     rows = [r for sw in sweeps for r in sweep_rows(sw, list(to or []), what_if)]
     return pl.DataFrame(rows, schema_overrides={"num_nodes": pl.Int64, "mfu_pct": pl.Float64,
+                                                "efficiency_vs_sweep_baseline_pct": pl.Float64,
                                                 "run_id": pl.String, "notes": pl.String},
                         infer_schema_length=None).select(COLUMNS)
 
@@ -192,7 +231,7 @@ def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:
                          "band_hi_tps": r["tokens_per_s"] / max(1 - sw.band_pct / 100, 0.05),
                          "ideal_tps": base_tps * n / sw.base.n,
                          "measured_tps": m.tokens_per_step / (m.step_ns / 1e9) if m else None,
-                         "band_pct": sw.band_pct, "max_measured": sw.points[-1].n})
+                         "band_pct": sw.band_pct, "max_measured": sw.points[-1].n, "fits": sw.fits})
     return pl.DataFrame(rows, schema_overrides={"measured_tps": pl.Float64}) if rows else pl.DataFrame()
 
 

@@ -115,6 +115,8 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             # run_summary: where each run fact came from (run.json, --meta, inferred: run_facts)
             "world_size_basis", "parallel_basis", "tokens_per_step_basis", "flops_per_token_basis", "device_basis",
             "dtype_basis",
+            # run_summary's sanity columns: FLOP counts a step (the unit is in the name)
+            "model_flops_per_step", "recorded_flops_per_step",
             # run_device_share: whether the run's traces are CPU-only (its device is the traced threads)
             "cpu_only"}
 

@@ -29,8 +29,12 @@
 --   FLOPs of a step (op_flops: GEMM, attention, convolution from their recorded shapes, the
 --   mean over traced ranks, median over steps) × world_size ÷ tokens_per_step: MFU is then
 --   the counted FLOPs ÷ step time ÷ peak (recomputed activations count; elementwise ops do not).
+-- recorded_rank_flops_per_step: that FLOP-counted ops' FLOPs of a step (mean over traced
+--   ranks, median over steps), whatever flops_per_token's basis.  kernel_efficiency_pct_of_peak:
+--   compute_efficiency's compute_efficiency_pct_of_peak (the counted ops' FLOPs-weighted
+--   achieved % of their dtype's table peak, over family × pass × dtype), for run_metrics' check.
 -- Units: tokens_per_step, rank_tokens_per_step tokens; flops_per_token FLOP per token;
---   dtype_flops_pct percent of the counted FLOPs.
+--   recorded_rank_flops_per_step FLOP; dtype_flops_pct, kernel_efficiency_pct_of_peak percent.
 WITH r AS (
     SELECT *, coalesce(meta_keys, []::VARCHAR[]) AS mk FROM runs WHERE run IS NULL OR run_id = run
 ),
@@ -180,7 +184,7 @@ tokens AS (
 ),
 counted AS (
     -- the FLOP-counted ops: FLOPs per input dtype, and per rank and step
-    SELECT o.run_id, o.trace_id, o.peak_dtype, s.step, o.flops
+    SELECT o.run_id, o.trace_id, o.peak_dtype, s.step, o.flops, o.family, o.pass, o.gpu_ns, o.peak_flops
     FROM op_flops(run) o LEFT JOIN steps s
         ON s.trace_id = o.trace_id AND o.ts_ns >= s.ts_ns AND o.ts_ns < s.ts_ns + s.dur_ns
     WHERE o.flops > 0
@@ -189,6 +193,13 @@ dtype_share AS (
     SELECT run_id, arg_max(peak_dtype, flops) AS dtype, 100.0 * max(flops) / any_value(total) AS pct
     FROM (SELECT run_id, peak_dtype, sum(flops) AS flops, sum(sum(flops)) OVER (PARTITION BY run_id) AS total
           FROM counted GROUP BY run_id, peak_dtype)
+    GROUP BY run_id
+),
+kernel_eff AS (
+    -- compute_efficiency's figure, from the same rows (queries/compute_efficiency.sql)
+    SELECT run_id, sum(flops * (100.0 * flops / (gpu_ns / 1e9) / peak)) / sum(flops) AS kernel_efficiency_pct_of_peak
+    FROM (SELECT run_id, family, pass, peak_dtype, sum(flops) AS flops, sum(gpu_ns) AS gpu_ns, max(peak_flops) AS peak
+          FROM counted WHERE gpu_ns > 0 AND peak_flops IS NOT NULL GROUP BY run_id, family, pass, peak_dtype)
     GROUP BY run_id
 ),
 step_flops AS (
@@ -221,6 +232,8 @@ SELECT r.run_id, w.world_size, w.world_size_basis, w.device_name, w.device_basis
                          ELSE ': 6 × model.num_params' END
             WHEN sf.rank_flops_per_step IS NOT NULL AND w.world_size IS NOT NULL AND t.tokens_per_step IS NOT NULL
             THEN 'inferred: recorded GEMM/attention shapes (their FLOPs a step × world size ÷ tokens per step)'
-       END AS flops_per_token_basis
+       END AS flops_per_token_basis,
+       sf.rank_flops_per_step AS recorded_rank_flops_per_step, ke.kernel_efficiency_pct_of_peak
 FROM r JOIN world w USING (run_id) JOIN tokens t USING (run_id)
 LEFT JOIN dtype_share ds USING (run_id) LEFT JOIN step_flops sf USING (run_id)
+LEFT JOIN kernel_eff ke USING (run_id)

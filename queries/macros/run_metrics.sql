@@ -11,7 +11,7 @@
 -- each part ÷ the rank's span (its whole traced window), averaged over the
 -- ranks with a span; the five sum to 100.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
--- flops FLOP, peak FLOP/s, energy J.
+-- flops FLOP (*_flops_per_step FLOP a step), peak FLOP/s, energy J, *_ratio a ratio.
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
 tr AS (
     SELECT run_id, count(DISTINCT rank) AS num_ranks, bool_and(trace_mode = 'cpu') AS cpu_only
@@ -38,7 +38,8 @@ logged_time AS (
 step_time AS (
     SELECT run_id,
            coalesce(l.step_time_ns, p.step_time_ns) AS step_time_ns,
-           coalesce(l.num_steps, p.num_steps) AS num_steps,
+           coalesce(l.num_steps, p.num_steps) AS num_steps, p.num_steps AS profiled_steps,
+           p.step_time_ns AS profiled_step_time_ns,
            CASE WHEN l.step_time_ns IS NOT NULL THEN 'step_log'
                 WHEN p.step_time_ns IS NOT NULL THEN 'profiler_step' END AS step_time_source
     FROM profiler_time p FULL JOIN logged_time l USING (run_id)
@@ -58,7 +59,8 @@ shares AS (
            avg(100.0 * exposed_comm_ns / span_ns) AS exposed_comm_pct,
            avg(100.0 * exposed_memory_ns / span_ns) AS exposed_memory_pct,
            avg(100.0 * other_ns / span_ns) AS other_pct,
-           avg(100.0 * idle_ns / span_ns) AS idle_pct
+           avg(100.0 * idle_ns / span_ns) AS idle_pct,
+           avg(span_ns) AS span_ns
     FROM window_breakdown(false, run) WHERE span_ns > 0 GROUP BY run_id
 ),
 base AS (
@@ -69,10 +71,11 @@ base AS (
            f.world_size AS gpus, f.world_size_basis, f.device_name AS device, f.device_basis,
            f.dtype, f.dtype_basis, f.dp, f.tp, f.pp, f.cp, f.parallel_basis,
            f.tokens_per_step, f.tokens_per_step_basis, f.rank_tokens_per_step,
-           st.step_time_ns, st.num_steps, st.step_time_source,
+           st.step_time_ns, st.num_steps, st.step_time_source, st.profiled_steps, st.profiled_step_time_ns,
+           f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
-           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
@@ -112,6 +115,13 @@ m AS (
                                              'or --meta dtype=...)', peaks.table_dtype) ELSE '' END) END AS peak_basis,
            peaks.table_source, peaks.table_dtype,
            b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
+           b.fpt * b.tokens_per_step AS model_flops,
+           b.recorded_rank_flops_per_step * b.gpus AS recorded_flops,
+           b.span_ns / b.profiled_steps AS window_ns,
+           -- FLOP counts in words for the warnings, SI without e-notation ('9.05 TFLOP')
+           [CASE WHEN x >= 1e15 THEN format('{:.2f} PFLOP', x / 1e15) WHEN x >= 1e12 THEN format('{:.2f} TFLOP', x / 1e12)
+                 WHEN x >= 1e9 THEN format('{:.2f} GFLOP', x / 1e9) ELSE format('{:.2f} MFLOP', x / 1e6) END
+            FOR x IN [b.fpt * b.tokens_per_step, b.recorded_rank_flops_per_step * b.gpus]] AS flops_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
@@ -124,6 +134,9 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        peak AS peak_flops_per_gpu, peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, dtype_basis,
        peak_basis AS peak_flops_basis,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
+       model_flops AS model_flops_per_step, recorded_flops AS recorded_flops_per_step,
+       model_flops / recorded_flops AS model_to_recorded_flops_ratio, kernel_efficiency_pct_of_peak,
+       window_ns AS traced_window_per_step_ns, step_time_ns / window_ns AS step_time_to_traced_window_ratio,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
        compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
        concat_ws('; ',
@@ -155,6 +168,27 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            CASE WHEN tps * fpt / (gpus * peak) > 1
                 THEN format('MFU {:.0f} % is above 100 %: tokens per step ({}), FLOPs per token ({}) or world size '
                             '({}) is too high, or the peak ({}) too low', 100.0 * tps * fpt / (gpus * peak),
-                            tokens_per_step_basis, flops_per_token_basis, world_size_basis, peak_basis) END), '')
+                            tokens_per_step_basis, flops_per_token_basis, world_size_basis, peak_basis) END,
+           -- the counted kernels cannot run slower than the whole step: MFU above their own efficiency
+           -- means the model's FLOPs per step exceed what the recorded shapes count (or the peaks differ)
+           CASE WHEN 100.0 * tps * fpt / (gpus * peak) > kernel_efficiency_pct_of_peak
+                THEN format('MFU {:.1f} % is above the {:.1f} % its own GEMM / attention / convolution kernels reach '
+                            '(FLOPs-weighted, compute_efficiency): the model''s FLOPs per step ({}, {}) '
+                            'are {:.2f} × what the recorded shapes count ({})',
+                            100.0 * tps * fpt / (gpus * peak), kernel_efficiency_pct_of_peak, flops_words[1],
+                            flops_per_token_basis, model_flops / recorded_flops, flops_words[2]) END,
+           -- the step time and the traced steps must describe the same steps: the device cannot do more
+           -- than a step's work per step in steady state, and the step log times the same loop
+           CASE WHEN window_ns > 1.5 * step_time_ns
+                THEN format('step time {:.3g} ms ({}) disagrees with the traced window: {} profiled step{} over a '
+                            'device span of {:.3g} ms is {:.3g} ms a step, {:.2f} × the step time',
+                            step_time_ns / 1e6, step_time_source, profiled_steps,
+                            CASE WHEN profiled_steps = 1 THEN '' ELSE 's' END, span_ns / 1e6, window_ns / 1e6,
+                            window_ns / step_time_ns) END,
+           CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
+                THEN format('step time {:.3g} ms (the collector''s step log, steps outside the profiled window) '
+                            'is {:.2f} × the profiled steps'' {:.3g} ms (ProfilerStep median of the slowest rank): '
+                            'the traced steps are not the steps timed', step_time_ns / 1e6,
+                            step_time_ns / profiled_step_time_ns, profiled_step_time_ns / 1e6) END), '')
            AS warnings
 FROM m
