@@ -18,7 +18,26 @@ start-up) does not pay for polars, altair or torch until they are needed.
 
 from __future__ import annotations
 
-import importlib
+import os
+import signal
+import sys
+
+INTERRUPTED_LINE, INTERRUPTED_STATUS = "interrupted", 130  # 128 + SIGINT, as a shell reports Ctrl-C
+
+
+def _interrupted_at_start(signum, frame) -> None:
+    """Ctrl-C while the command line starts (its imports): nothing to clean up yet, one line and
+    out (Python's own handler would print a KeyboardInterrupt traceback from some import)."""
+    os.write(2, f"{INTERRUPTED_LINE}\n".encode())
+    os._exit(INTERRUPTED_STATUS)
+
+
+# The console entry point (pip's script imports scaletrace.cli, which imports this first): Ctrl-C is
+# one line and exit 130 from here on; the command group hands it back to KeyboardInterrupt (cli.py).
+if sys.argv and os.path.basename(sys.argv[0]) == "scaletrace":
+    signal.signal(signal.SIGINT, _interrupted_at_start)
+
+import importlib  # noqa: E402
 
 _API = {  # public name -> (module, attribute; None: the module itself)
     "ingest": ("scaletrace.pipeline.ingest", "ingest"),

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+
+from scaletrace import INTERRUPTED_LINE, INTERRUPTED_STATUS, _interrupted_at_start
+
+if __name__ == "__main__":  # python -m scaletrace.cli (the console script's guard is in __init__.py)
+    signal.signal(signal.SIGINT, _interrupted_at_start)
+
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -103,7 +111,34 @@ def _version(ctx: click.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(context_settings=CONTEXT)
+class _Main(click.Group):
+    """The command group: Ctrl-C anywhere in parsing or a command that does not catch it is one
+    line and exit 130 (click itself would print `Aborted!` and exit 1)."""
+
+    def main(self, *args, **kwargs):
+        if signal.getsignal(signal.SIGINT) is _interrupted_at_start:  # commands see KeyboardInterrupt
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return super().main(*args, **kwargs)
+
+    def make_context(self, *args, **kwargs):
+        with _interrupt_is_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _interrupt_is_one_line():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _interrupt_is_one_line():
+    try:
+        yield
+    except KeyboardInterrupt:
+        say(INTERRUPTED_LINE)
+        sys.exit(INTERRUPTED_STATUS)
+
+
+@click.group(cls=_Main, context_settings=CONTEXT)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Show the version, the trace extractor (compiled or Python) and the gunzip in use.")
 def main() -> None:
@@ -188,7 +223,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                        TimeElapsedColumn(), console=stderr(), disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=stderr(), disable=quiet or not stderr().is_terminal,
+                        transient=True)  # off a terminal a bar is noise (rich would leave a blank line)
     started, json_bytes = time.monotonic(), 0
 
     def on_outcome(outcome) -> None:
@@ -444,7 +480,8 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=stderr(), disable=quiet, transient=True)
+                        TimeElapsedColumn(), console=stderr(), disable=quiet or not stderr().is_terminal,
+                        transient=True)  # off a terminal a bar is noise (rich would leave a blank line)
     task = progress.add_task("sweep", total=len(planned))
 
     def on_start(run) -> None:
@@ -586,6 +623,45 @@ def report(db, out, runs, png, svg, quiet) -> None:
         fail(str(exc))
     except OSError as exc:  # a read-only file system, a file where a directory should be, a full disk
         fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
+
+
+@main.command(context_settings=CONTEXT)
+@DB_OPTION
+@click.option("--runs", multiple=True, metavar="RUN_ID", help="Only these runs (repeatable; default all).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table: the card's lines; csv / json: its rows (one per sweep and GPU count), for pipes.")
+def card(db, runs, fmt) -> None:
+    """The decision card: per sweep and GPU count the best layout and where adding GPUs stops paying.
+
+    One line per sweep (runs sharing run.json `workload`) and GPU count: the
+    fastest run and its layout, tokens/s, tokens/s per GPU, efficiency vs the
+    sweep's baseline (its run with the fewest GPUs), MFU (with (!) where
+    run_summary warns), GPU-hours per 1e9 tokens and tokens per joule where
+    power was sampled.  Then, per sweep, where adding GPUs stops paying: the
+    first GPU count whose tokens/s per added GPU is below 50 % of a baseline
+    GPU's tokens/s, the efficiency points lost there and the part of the step
+    that lost most of them (query scaling_attribution); or that it has not
+    stopped.  The same card opens `scaletrace report`'s page.
+
+    \b
+    Example:
+      scaletrace card --db demo.duckdb
+      scaletrace card --db runs.duckdb --runs llama-8 --runs llama-16 --format csv
+    """
+    from scaletrace.reports.card import card_from_db, card_lines
+    from scaletrace.reports.data import ReportError, select_runs
+
+    try:
+        with connect(db) as database:
+            wanted = select_runs(database.query("run_summary"), list(runs) or None)
+            result = card_from_db(database, wanted)
+    except (DatabaseError, queries.QueryError, ReportError) as exc:
+        fail(str(exc))
+    if fmt in ("csv", "json"):
+        _emit(result.rows.drop("prev_run", "prev_gpus"), fmt)
+        return
+    for line in card_lines(result):
+        click.echo(oneline.printable(line))
 
 
 def _say_errors(outcome) -> None:

@@ -197,7 +197,7 @@ class Dataset:
 
     def load_state(self) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the schema and the dataset's small tables (not its log)."""
-        con = duckdb.connect()
+        con = schema.open_duckdb()
         con.execute(schema.SCHEMA_SQL.read_text())
         for table in STATE_TABLES:
             source = self._source(table)

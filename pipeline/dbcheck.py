@@ -64,7 +64,7 @@ def check_ours(con, db) -> None:
 def expected_columns() -> dict[str, set[tuple[str, str]]]:
     """(column, type) of every table of pipeline/schema.sql (older files may lack the newest columns:
     schema.sql adds them)."""
-    con = duckdb.connect()
+    con = schema.open_duckdb()
     try:
         con.execute(schema.SCHEMA_SQL.read_text())
         expected: dict[str, set[tuple[str, str]]] = {}

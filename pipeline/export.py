@@ -15,7 +15,8 @@ from pathlib import Path
 import duckdb
 
 from scaletrace.pipeline.limits import physical_memory_bytes
-from scaletrace.pipeline.schema import PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting, register_definitions
+from scaletrace.pipeline.schema import (PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting,
+                                       open_duckdb, register_definitions)
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),
@@ -61,7 +62,7 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
         raise DatabaseError(f"{directory}: not a scaletrace Parquet export or dataset (no meta.parquet); "
                             f"make one with `scaletrace export --parquet {directory}` or "
                             f"`scaletrace ingest PATH --parquet {directory}`")
-    con = duckdb.connect()
+    con = open_duckdb()
     con.execute("SET parquet_metadata_cache = true")  # a dataset has a part per trace: read each footer once
     con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
     in_memory = _event_bytes(directory) <= (physical_memory_bytes() or 8 << 30) // IN_MEMORY_FRACTION

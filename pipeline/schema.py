@@ -21,6 +21,16 @@ PER_TRACE_TABLES = ("device_events", "cpu_events", "steps", "collectives", "inte
 
 
 LOCK_WAIT_S = 300.0  # how long an ingest waits for another writer to finish
+# Every connection scaletrace opens: DuckDB would otherwise install and load an extension on
+# its own (a --db naming a SQLite file fetches sqlite_scanner's native code from the network
+# into $HOME/.duckdb); parquet and json are built into the wheel.
+NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def open_duckdb(db: str | Path = ":memory:", read_only: bool = False, config: dict | None = None
+                ) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` with extension auto-install and auto-load off (the one way scaletrace opens DuckDB)."""
+    return duckdb.connect(str(db), read_only=read_only, config={**NO_EXTENSIONS, **(config or {})})
 
 
 def is_lock_error(exc: Exception) -> bool:
@@ -39,10 +49,10 @@ def connect_waiting(db: str | Path, read_only: bool = False, wait_s: float = LOC
     told = False
     while True:
         try:
-            return duckdb.connect(str(db), read_only=read_only)
+            return open_duckdb(db, read_only=read_only)
         except duckdb.IOException as exc:
             if not is_lock_error(exc):
-                raise DatabaseError(f"{db}: cannot open ({_first_line(exc)})") from None
+                raise DatabaseError(f"{db}: {_not_openable(exc)}") from None
             if time.monotonic() >= deadline:
                 raise DatabaseError(f"{db}: in use by {lock_holder(exc)} (an ingest?) for more than "
                                     f"{wait_s:.0f} s; try again when it has finished") from None
@@ -52,6 +62,15 @@ def connect_waiting(db: str | Path, read_only: bool = False, wait_s: float = LOC
             time.sleep(0.2)
         except duckdb.Error as exc:
             raise DatabaseError(f"{db}: not a usable DuckDB file ({_first_line(exc)})") from None
+
+
+def _not_openable(exc: Exception) -> str:
+    """Why DuckDB could not open a file: one DuckDB would read with an extension (SQLite's) is foreign."""
+    extension = re.search(r"[Ee]xtension \"?[^\"]*?(\w+?)(?:_scanner)?(?:\.duckdb_extension)?\"", str(exc))
+    if extension:
+        return (f"not a DuckDB file (DuckDB reads it with its {extension.group(1)} extension, which scaletrace "
+                "never installs or loads); left as it was")
+    return f"cannot open ({_first_line(exc)})"
 
 
 def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None) -> duckdb.DuckDBPyConnection:
