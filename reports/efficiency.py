@@ -19,6 +19,7 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.words import duration, figure, listing, number, present
 
 # idle_breakdown part -> words, in stacking order
 IDLE_PARTS = {"host_wait": "waiting for the host to launch", "dependency_wait": "waiting on a dependency",
@@ -67,22 +68,41 @@ def efficiency_per_run(runs: pl.DataFrame, ops: pl.DataFrame, best: pl.DataFrame
             .sort(["sweep", "world_size", "series_order"]))
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3g}"
+def _pct(x) -> str:
+    return f"{x:.0f} %"
 
 
 def idle_sentences(idle: pl.DataFrame) -> list[str]:
     """Per sweep, where host-bound idle appears: the GPU counts whose idle is at least HOST_BOUND_PCT %
     waiting for the host (``idle``: idle_per_step rows)."""
     out = []
-    bound = idle.filter(pl.col("host_wait_pct_of_idle") >= HOST_BOUND_PCT)
+    bound = idle.filter(pl.col("host_wait_pct_of_idle").is_not_nan() & (pl.col("host_wait_pct_of_idle") >= HOST_BOUND_PCT)
+                        & (pl.col("idle_ns") > 0))
     for (sweep,), group in bound.group_by(["sweep"], maintain_order=True):
-        said = [f"{r['host_wait_pct_of_idle']:.0f} %{' of the idle time' if i == 0 else ''} at "
-                f"{gpus(r['world_size'])} ({_ms(r['host_wait_ns'])} of {_ms(r['idle_ns'])} ms idle per step)"
+        said = [f"{_pct(r['host_wait_pct_of_idle'])}{' of the idle time' if i == 0 else ''} at "
+                f"{gpus(r['world_size'])} ({duration(r['host_wait_ns'])} of {duration(r['idle_ns'])} idle per step)"
                 for i, r in enumerate(group.sort("world_size").iter_rows(named=True))]
         out.append(f"{sweep}: waiting for the host to launch work (CPU-bound) is {', '.join(said)}; "
                    "means over ranks and profiled steps.")
     return out
+
+
+def _stated(rows: dict, series: str) -> bool:
+    """The series has a % of peak a sentence can state."""
+    return series in rows and present(rows[series]["pct_of_peak"])
+
+
+def _one_count(sweep: str, n: int, a: dict, fams: list[str]) -> str | None:
+    """'S at 8 GPUs: its GEMM and attention kernels reach 60 % of the device's peak for their dtype
+    (FLOPs-weighted; GEMM 62 %, 613 TFLOP/s; attention 50 %, 12 TFLOP/s)'."""
+    if not _stated(a, ALL_OPS) or not fams:
+        return None
+    def tflops(s: str) -> str:
+        return f", {figure(a[s]['achieved_tflops'])} TFLOP/s" if figure(a[s]["achieved_tflops"]) else ""
+    each = "; ".join(f"{s} {_pct(a[s]['pct_of_peak'])}{tflops(s)}" for s in fams)
+    detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else tflops(fams[0]).removeprefix(", ")
+    return (f"{sweep} at {gpus(n)}: its {listing(fams)} kernels reach {_pct(a[ALL_OPS]['pct_of_peak'])} of the "
+            f"device's peak for their dtype" + (f" ({detail})" if detail else "") + ".")
 
 
 def compute_sentences(eff: pl.DataFrame) -> list[str]:
@@ -93,33 +113,31 @@ def compute_sentences(eff: pl.DataFrame) -> list[str]:
         sizes = sorted(group["world_size"].unique().to_list())
         first, last = (group.filter(pl.col("world_size") == n) for n in (sizes[0], sizes[-1]))
         a, b = ({r["series"]: r for r in df.iter_rows(named=True)} for df in (first, last))
-        fams = [s for s in a if s != ALL_OPS]
+        fams = [s for s in a if s != ALL_OPS and _stated(a, s)]
         if len(sizes) == 1:
-            if ALL_OPS not in a or not fams:
-                continue
-            each = "; ".join(f"{s} {a[s]['pct_of_peak']:.0f} %, {a[s]['achieved_tflops']:.0f} TFLOP/s" for s in fams)
-            out.append(f"{sweep} at {gpus(sizes[0])}: its {' and '.join(fams)} kernels reach "
-                       f"{a[ALL_OPS]['pct_of_peak']:.0f} % of the device's peak for their dtype"
-                       + (f" (FLOPs-weighted; {each})." if len(fams) > 1 else
-                          f" ({a[fams[0]]['achieved_tflops']:.0f} TFLOP/s)."))
+            if (line := _one_count(sweep, sizes[0], a, fams)):
+                out.append(line)
             continue
-        shown = [s for s in ([ALL_OPS] if len(fams) > 1 else []) + fams if s in a and s in b]
-        said = [f"{'compute efficiency (FLOPs-weighted)' if s == ALL_OPS else s + ' efficiency'} "
-                f"{_moves(a[s]['pct_of_peak'], b[s]['pct_of_peak'])} % of peak" for s in shown]
+        shown = [s for s in ([ALL_OPS] if len(fams) > 1 else []) + fams if _stated(a, s) and _stated(b, s)]
+        said = [_moves('compute efficiency (FLOPs-weighted)' if s == ALL_OPS else s + ' efficiency',
+                       a[s]['pct_of_peak'], b[s]['pct_of_peak']) for s in shown]
         if not said:
             continue
         text = f"{sweep}: {', '.join(said)} from {gpus(sizes[0])} to {gpus(sizes[-1])}"
         gemm = FAMILIES["gemm"]
-        if gemm in a and gemm in b and b[gemm]["gflop_per_op"] < a[gemm]["gflop_per_op"]:
-            text += (f": the per-GPU matmuls shrink from {a[gemm]['gflop_per_op']:.3g} to "
-                     f"{b[gemm]['gflop_per_op']:.3g} GFLOP per GEMM op (mean)")
+        per_op = [number(r[gemm]["gflop_per_op"]) if gemm in r else None for r in (a, b)]
+        if None not in per_op and per_op[1] < per_op[0] and figure(per_op[0]) != figure(per_op[1]):
+            text += (f": the per-GPU matmuls shrink from {figure(per_op[0])} to {figure(per_op[1])} GFLOP per "
+                     "GEMM op (mean)")
         out.append(text + ".")
     return out
 
 
-def _moves(x: float, y: float) -> str:
-    verb = "falls" if y < x - 0.5 else "rises" if y > x + 0.5 else "stays"
-    return f"stays near {x:.0f}" if verb == "stays" else f"{verb} from {x:.0f} % to {y:.0f}"
+def _moves(what: str, x: float, y: float) -> str:
+    """'GEMM efficiency falls from 60 % to 40 % of peak'; 'stays near 60 % of peak' within half a point."""
+    if abs(y - x) <= 0.5 or _pct(x) == _pct(y):
+        return f"{what} stays near {_pct(x)} of peak"
+    return f"{what} {'falls' if y < x else 'rises'} from {_pct(x)} to {_pct(y)} of peak"
 
 
 def idle_hook(db: Database, workload: str | None = None, best: pl.DataFrame | None = None) -> list[str]:

@@ -28,7 +28,7 @@ from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
 from scaletrace.reports.efficiency import compute_hook, idle_hook
 from scaletrace.reports.run_explain import describe_runs
-from scaletrace.reports.words import STEP_PARTS
+from scaletrace.reports.words import STEP_PARTS, change, duration, number, points
 
 # The five parts of scaling_attribution, in stacking order, with their words (run_summary's too).
 PARTS = STEP_PARTS
@@ -56,10 +56,6 @@ def gpu_time(ns: float | None) -> str:
     a = abs(ns)
     value, unit = (ns / 1e6, "ms") if a >= 1e6 else (ns / 1e3, "µs") if a >= 1e3 else (ns, "ns")
     return f"{value:.3g} {unit}"
-
-
-def _pts(x: float) -> str:
-    return f"{x:.1f}" if abs(x) < 10 else f"{x:.0f}"
 
 
 def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
@@ -122,69 +118,94 @@ def sentences(attribution: pl.DataFrame, by_group: pl.DataFrame, growth: pl.Data
     return [step_sentence(row, by_group, growth) for row in attribution.iter_rows(named=True)]
 
 
+def _pct0(x) -> str | None:
+    """A scaling efficiency, as the sentences have always written it: '87 %'."""
+    x = number(x)
+    return None if x is None else f"{x:.0f} %"
+
+
+def _parts_lost(row: dict) -> list[tuple[str, float]]:
+    """The parts whose points lost read as a number (points() not None), largest change first."""
+    said = [(p, number(row.get(f"{p}_lost_pts"))) for p in PARTS]
+    return sorted([(p, x) for p, x in said if points(x)], key=lambda px: -abs(px[1]))
+
+
 def step_sentence(row: dict, by_group: pl.DataFrame, growth: pl.DataFrame) -> str:
-    lost = row["efficiency_lost_pts"]
+    """'demo: from 2 GPUs to 4 GPUs, GPU-time per token rose from 85 µs to 120 µs; scaling efficiency vs
+    the 1-GPU baseline fell from 90 % to 70 % (20 points lost: exposed communication +15, idle +5). The
+    biggest cause is ...'; each clause decided from its values (equal ends: 'stayed at'; no points
+    clause for a change too small to state)."""
+    lost = number(row.get("efficiency_lost_pts"))
     step = f"{row['sweep']}: from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}"
-    cost = (f"GPU-time per token went from {gpu_time(row['from_gpu_ns_per_token'])} to "
-            f"{gpu_time(row['to_gpu_ns_per_token'])}")
-    eff = (f"scaling efficiency vs {baseline(row['baseline_gpus'])} "
-           f"{'fell' if lost > 0 else 'rose'} from {row['from_scaling_efficiency_pct']:.0f} % to "
-           f"{row['to_scaling_efficiency_pct']:.0f} %")
-    parts = sorted(PARTS, key=lambda p: -abs(row[f"{p}_lost_pts"]))
-    listed = ", ".join(f"{PARTS[p]} {_signed(row[f'{p}_lost_pts'], lost)}" for p in parts
-                       if abs(row[f"{p}_lost_pts"]) >= 0.05)
-    verb = "lost" if lost > 0 else "gained"
-    text = f"{step}, {cost}; {eff} ({_pts(abs(lost))} points {verb}: {listed or 'no part changed'})."
-    top = parts[0]
-    if lost > 0 and row[f"{top}_lost_pts"] > 0:
+    cost = change("GPU-time per token", row.get("from_gpu_ns_per_token"), row.get("to_gpu_ns_per_token"), gpu_time,
+                  rose="went", fell="went")
+    eff = change(f"scaling efficiency vs {baseline(row['baseline_gpus'])}", row.get("from_scaling_efficiency_pct"),
+                 row.get("to_scaling_efficiency_pct"), _pct0)
+    parts = _parts_lost(row)
+    if eff and points(lost):
+        listed = ", ".join(f"{PARTS[p]} {_signed(x, lost)}" for p, x in parts)
+        eff += f" ({points(abs(lost))} points {'lost' if lost > 0 else 'gained'}{': ' + listed if listed else ''})"
+    text = step + "".join(f"{sep}{c}" for sep, c in ((", ", cost), ("; " if cost else ", ", eff)) if c) + "."
+    if not cost and not eff:
+        text = f"{step}: no GPU-time per token or scaling efficiency to compare."
+    if lost is not None and points(lost) and lost > 0 and parts and parts[0][1] > 0:
+        top = parts[0][0]
         text += f" The biggest cause is {PARTS[top]}"
         if top == "exposed_comm":
             text += _comm_detail(row, by_group)
         text += "."
     grew = growth.filter((pl.col("sweep") == row["sweep"]) & (pl.col("run_b") == row["to_run"])
                          & (pl.col("run_a") == row["from_run"])) if not growth.is_empty() else growth
-    if not grew.is_empty():
-        fams = ", ".join(f"{r['family']} +{r['delta_time_per_step_ns'] / 1e6:.3g} ms" for r in grew.iter_rows(named=True))
-        text += f" Grew most per step per GPU: {fams}."
+    fams = [f"{r['family']} +{duration(r['delta_time_per_step_ns'])}" for r in grew.iter_rows(named=True)
+            if duration(r["delta_time_per_step_ns"])] if not grew.is_empty() else []
+    if fams:
+        text += f" Grew most per step per GPU: {', '.join(fams)}."
     return text
 
 
 def cause_sentence(row: dict, by_group: pl.DataFrame) -> str | None:
     """The issue's short form, for the report's findings: 'of the 38 points lost from 2 GPUs to 4 GPUs,
-    15 are exposed communication (7.8 waiting; all_reduce in ...: 15), 15 idle, 6.9 compute'."""
-    lost = row["efficiency_lost_pts"]
-    if lost <= 0:
+    15 are exposed communication (7.8 waiting; all_reduce in ...: 15), 15 idle, 6.9 compute'; None
+    where no points were lost, or none that read as a number, or no part lost any."""
+    lost = number(row.get("efficiency_lost_pts"))
+    parts = [(p, x) for p, x in _parts_lost(row) if x > 0]
+    if lost is None or lost <= 0 or not points(lost) or not parts:
         return None
-    parts = [p for p in sorted(PARTS, key=lambda p: -row[f"{p}_lost_pts"]) if row[f"{p}_lost_pts"] >= 0.05]
     said = []
-    for p in parts:
-        text = f"{_pts(row[f'{p}_lost_pts'])} {'are' if not said else ''} {PARTS[p]}".replace("  ", " ")
+    for p, x in parts:
+        text = f"{points(x)} {'are ' if not said else ''}{PARTS[p]}"
         if p == "exposed_comm":
             text += _comm_detail(row, by_group)
         said.append(text)
-    return (f"{row['sweep']}: of the {_pts(lost)} points of scaling efficiency (vs "
+    return (f"{row['sweep']}: of the {points(lost)} points of scaling efficiency (vs "
             f"{baseline(row['baseline_gpus'])}) lost from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}, "
             f"{', '.join(said)}.")
 
 
 def _signed(pts: float, total: float) -> str:
-    return f"{'+' if pts > 0 else '−'}{_pts(abs(pts))}" if total > 0 else f"{'−' if pts > 0 else '+'}{_pts(abs(pts))}"
+    """A part's points with the sign of its effect on efficiency: '+' costs points where points were lost."""
+    costs = pts > 0 if total > 0 else pts < 0
+    return f"{'+' if costs else '−'}{points(abs(pts))}"
 
 
 def _comm_detail(row: dict, by_group: pl.DataFrame) -> str:
-    """', of which waiting 3.1 points; mostly all_reduce in process group default_pg (14 points)'."""
+    """' (of which waiting for a slower peer 3.1 points), mostly all_reduce in process group default_pg
+    (14 points)'; each part only where its points read as a number."""
     out = ""
-    wait = row["exposed_comm_wait_lost_pts"]
-    if abs(wait) >= 0.05:
-        out += f" (of which waiting for a slower peer {_pts(wait)} points)"
+    wait = number(row.get("exposed_comm_wait_lost_pts"))
+    if points(wait):
+        out += f" (of which waiting for a slower peer {points(wait)} points)"
     groups = by_group.filter((pl.col("sweep") == row["sweep"]) & (pl.col("from_run") == row["from_run"])
-                             & (pl.col("to_run") == row["to_run"])).sort("exposed_comm_lost_pts", descending=True)
+                             & (pl.col("to_run") == row["to_run"])
+                             & pl.col("exposed_comm_lost_pts").is_not_nan()).sort(
+        "exposed_comm_lost_pts", descending=True, nulls_last=True) if not by_group.is_empty() else by_group
     if groups.height:
         g = groups.row(0, named=True)
-        if g["exposed_comm_lost_pts"] > 0:
-            where = ("an unnamed process group" if g["process_group"] == "unnamed group"
+        if points(g["exposed_comm_lost_pts"]) and g["exposed_comm_lost_pts"] > 0:
+            where = ("an unnamed process group" if g["process_group"] in (None, "unnamed group")
                      else f"process group {g['process_group']}")
-            out += f", mostly {g['collective']} in {where} ({_pts(g['exposed_comm_lost_pts'])} points)"
+            what = g["collective"] if g["collective"] not in (None, "?") else "collectives of unknown type"
+            out += f", mostly {what} in {where} ({points(g['exposed_comm_lost_pts'])} points)"
     return out
 
 

@@ -15,8 +15,38 @@ STEP_PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "ex
 
 
 def present(x) -> bool:
-    """A value a sentence can state: not None and not NaN."""
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
+    """A value a sentence can state: not None, not NaN, not infinite (a Decimal or an int too)."""
+    if x is None or isinstance(x, bool):
+        return x is not None
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def number(x) -> float | None:
+    """``x`` as a float a sentence can state, else None (None, NaN, ±inf, not a number)."""
+    return float(x) if present(x) else None
+
+
+def change(what: str, a, b, words, rose: str = "rose", fell: str = "fell") -> str | None:
+    """A change in words, decided from the values as written: 'MFU fell from 40 % to 31 %', 'MFU
+    stayed at 40 %' where both ends read the same, None where either end is missing (``words``:
+    the value -> text function, e.g. ``share``; ``rose`` / ``fell``: the verbs)."""
+    a, b = number(a), number(b)
+    if a is None or b is None or words(a) is None or words(b) is None:
+        return None
+    if words(a) == words(b):
+        return f"{what} stayed at {words(a)}"
+    return f"{what} {rose if b > a else fell} from {words(a)} to {words(b)}"
+
+
+def points(x) -> str | None:
+    """Percentage points: '0.3', '7.8', '15'; None where it would read '0.0' (too small to state)."""
+    x = number(x)
+    if x is None or abs(x) < 0.05:
+        return None
+    return f"{x:.1f}" if abs(x) < 10 else f"{x:.0f}"
 
 
 def share(pct) -> str | None:
@@ -24,6 +54,8 @@ def share(pct) -> str | None:
     if not present(pct):
         return None
     x = float(pct)
+    if x < 0:  # a share below zero is an artefact of rounding in the data: say its size with a sign
+        return "−" + share(-x)
     if x == 0 or x == 100:
         return f"{x:.0f} %"
     if 99 < x < 100:
@@ -49,11 +81,25 @@ def duration(ns) -> str | None:
 
 
 def figure(x) -> str | None:
-    """A quantity, three significant digits and never e-notation: '0.299', '24.6', '613', '2,000'."""
+    """A quantity, three significant digits and never e-notation: '0.299', '24.6', '613', '2,000',
+    'under 0.001'."""
     if not present(x):
         return None
     x = float(x)
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.1e}"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3:
+        return f"{'−' if x < 0 else ''}under 0.001"
+    rounded = float(f"{x:.3g}")
+    return f"{x:,.0f}" if abs(rounded) >= 1000 else f"{rounded:g}"
+
+
+def ratio(x) -> str | None:
+    """A ratio: '1.8×', '1.04×' (two decimals below 1.1, so 1.04 never reads '1.0×'), '12×'."""
+    x = number(x)
+    if x is None:
+        return None
+    return f"{x:.2f}×" if abs(x) < 1.1 else f"{x:.1f}×" if abs(x) < 10 else f"{x:,.0f}×"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -67,4 +113,5 @@ def listing(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}" if items else ""
 
 
-__all__ = ["STEP_PARTS", "count", "figure", "duration", "listing", "present", "share"]
+__all__ = ["STEP_PARTS", "change", "count", "figure", "duration", "listing", "number", "points", "present", "ratio",
+           "share"]

@@ -46,7 +46,7 @@ def test_explain_prints_the_sentence_and_the_table(ex_db):
     assert f"fell from 100 % to {to_eff:.0f} %" in sentence and f"({100 - to_eff:.0f} points lost:" in sentence
     assert "The biggest cause is exposed communication" in sentence
     assert "mostly all_reduce in process group default_pg" in sentence
-    assert "Grew most per step per GPU: all_reduce · default_pg +0.12 ms" in sentence  # 50 → 170 µs
+    assert "Grew most per step per GPU: all_reduce · default_pg +120 µs" in sentence  # 50 → 170 µs
     assert "2 → 4" in result.output and "ex-2 → ex-4" in result.output
 
 
@@ -137,12 +137,12 @@ def test_idle_and_compute_sentences_carry_the_derived_numbers(shaped_db):
         assert gemm[run]["achieved_pct_of_peak"] == pytest.approx(pct[run])
     result = CliRunner().invoke(main, ["explain", "--db", str(shaped_db)])
     assert result.exit_code == 0, result.output
-    # host share of idle: 40 ÷ (40 + 20) at 1 GPU, 60 ÷ (60 + 20) at 2; ms per step 0.04 of 0.06, 0.06 of 0.08
+    # host share of idle: 40 ÷ (40 + 20) at 1 GPU, 60 ÷ (60 + 20) at 2; per step 40 of 60 µs, 60 of 80 µs
     host = {run: 100 * s["host_gap_us"] / (s["host_gap_us"] + s["dep_gap_us"]) for run, s in SHAPED.items()}
     idle_line = next(line for line in result.output.splitlines() if "waiting for the host" in line)
     assert idle_line == (f"shaped: waiting for the host to launch work (CPU-bound) is {host['s-1']:.0f} % of the "
-                         f"idle time at 1 GPU (0.04 of 0.06 ms idle per step), {host['s-2']:.0f} % at 2 GPUs "
-                         "(0.06 of 0.08 ms idle per step); means over ranks and profiled steps.")
+                         f"idle time at 1 GPU (40 µs of 60 µs idle per step), {host['s-2']:.0f} % at 2 GPUs "
+                         "(60 µs of 80 µs idle per step); means over ranks and profiled steps.")
     # one family: no FLOPs-weighted total beside it; GFLOP per GEMM op 2·4096³ → 2·2048·4096²
     gflop = {run: 2 * s["mnk"][0] * s["mnk"][1] * s["mnk"][2] / 1e9 for run, s in SHAPED.items()}
     assert (f"shaped: GEMM efficiency falls from {pct['s-1']:.0f} % to {pct['s-2']:.0f} % of peak from 1 GPU to "
