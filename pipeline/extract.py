@@ -82,7 +82,11 @@ class Extracted:
 
 
 def _int(value, what: str, index: int) -> int | None:
-    return columns.to_int(value, what, index)
+    value = columns.to_int(value, what, index)
+    why = limits.check_arg(what, value)
+    if why:
+        raise TraceError(f"event #{index}: {why}")
+    return value
 
 
 def _str(value) -> str | None:
@@ -212,6 +216,8 @@ def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool
 def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extracted:
     """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow)."""
     dev, cpu, vocab = kept.dev, kept.cpu, kept.vocab
+    for side in (dev, cpu):
+        _check_computable(side, vocab)
     steps = _Steps(_step_rows(cpu, vocab))
     meta = TraceMeta(**_doc_facts(kept.doc, cpu, vocab), ts_fractional=fractional, num_events=kept.num_events,
                      trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=int((dev.dur == 0).sum()))
@@ -230,6 +236,24 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
         }),
         **_union_tables(device, _collectives_table(coll_rows), spans),
     )
+
+
+def _check_computable(side: columns.Side, vocab: columns.Vocab) -> None:
+    """Refuse the file when a value would overflow a query's arithmetic (``limits``, issue 21
+    item 2): one run's bad value must never break the queries of every run in the database."""
+    bad = limits.outside_times(side.ts, side.dur)
+    if len(bad):
+        j = int(bad[0])
+        raise TraceError(f"event #{int(side.index[j])} ({vocab.cats[side.cat[j]]} {vocab.names[side.name[j]]!r}): "
+                         f"starts at {int(side.ts[j])} ns and lasts {int(side.dur[j])} ns, outside the times the "
+                         f"queries compute with ({limits.TIME_MIN_NS:,} to {limits.TIME_MAX_NS:,} ns)")
+    checked: dict = {}
+    for position, (dims, _, concrete) in side.shapes.items():  # one check per distinct text
+        why = checked.get((dims, concrete), "")
+        if why == "":
+            why = checked[(dims, concrete)] = limits.check_shape_text(dims, concrete)
+        if why:
+            raise TraceError(f"event #{int(side.index[position])} ({vocab.names[side.name[position]]!r}): {why}")
 
 
 def _step_rows(cpu: columns.Side, vocab: columns.Vocab) -> list[tuple[int, int, int]]:

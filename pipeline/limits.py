@@ -234,3 +234,71 @@ def missing_ranks(present: list[int], world_size: int, shown: int = 8) -> tuple[
             break
         expected = rank + 1
     return world_size - len(inside), first
+
+
+# -- values the queries can compute with (issue 21, item 2) ---------------------------------------
+# A value that ingests but overflows a query's arithmetic breaks that query for every run of the
+# database, so each field the queries multiply, subtract or sum is bounded here, at ingest, where
+# its file is refused with one line.  The bounds leave every product and difference the SQL
+# computes inside BIGINT (and DECIMAL(38) for FLOPs) with room for sums over many events:
+#
+# * times (start and end, ns): [TIME_MIN_NS, TIME_MAX_NS]: any difference of two, spans and gaps
+#   across ranks too, is below 2^63 (the upper bound is the year 2116 on the Unix epoch);
+# * message sizes: below 2^48 elements, so × the widest dtype (16 bytes) and summed over 2^11
+#   collectives stays in BIGINT; group size 1 to 2^31 − 1 (the busbw factor divides by it);
+# * recorded shapes of FLOP-counted ops (queries/macros/op_flops.sql): every dimension and concrete
+#   integer below 2^31 in magnitude, each operand's element count at most 2^48: 2·M·N·K and the
+#   attention product stay near 2^81, far inside DECIMAL(38).
+TIME_MIN_NS, TIME_MAX_NS = -(2**61), 2**62
+ARG_RANGES = {
+    "Group size": (1, INT32_MAX),
+    "In msg nelems": (0, 2**48),
+    "Out msg nelems": (0, 2**48),
+}
+SHAPE_INT_MAX = INT32_MAX
+OPERAND_ELEMENTS_MAX = 2**48
+
+
+def outside_times(ts, dur):
+    """Positions (numpy) of events that start or end outside [TIME_MIN_NS, TIME_MAX_NS]; ``ts`` and
+    ``dur`` int64 ns arrays, ``dur`` ≥ 0 (checked before).  No int64 overflow: ``TIME_MAX_NS - ts``
+    is computed only where ``ts`` is in range."""
+    import numpy as np
+
+    early = (ts < TIME_MIN_NS) | (ts > TIME_MAX_NS)
+    late = dur > (TIME_MAX_NS - np.clip(ts, TIME_MIN_NS, TIME_MAX_NS))
+    return np.flatnonzero(early | late)
+
+
+def check_arg(what: str, value: int | None) -> str | None:
+    """Why an int arg the queries compute with cannot be used (None: it can)."""
+    bounds = ARG_RANGES.get(what)
+    if value is None or bounds is None or bounds[0] <= value <= bounds[1]:
+        return None
+    return f"{what} {value} is outside what the queries compute with ({bounds[0]:,} to {bounds[1]:,})"
+
+
+_JSON_INT = re.compile(r"(?<![\w.])-?\d+(?![\w.])")  # integers, not the digits of 1.5 or 1e-05
+
+
+def check_shape_text(dims: str | None, concrete: str | None) -> str | None:
+    """Why a FLOP op's recorded ``Input Dims`` / ``Concrete Inputs`` (JSON text) cannot be computed
+    with (None: they can).  Called once per distinct text."""
+    import json
+    import math
+
+    for what, text in (("Input Dims", dims), ("Concrete Inputs", concrete)):
+        for number in _JSON_INT.findall(text or ""):  # digits inside strings too: "[1, 1]" lists
+            digits = number.lstrip("-").lstrip("0")
+            if len(digits) > 12 or abs(int(digits or "0")) > SHAPE_INT_MAX:
+                return f"{what} holds {number[:40]}, beyond the {SHAPE_INT_MAX:,} the FLOP counts compute with"
+    try:
+        operands = json.loads(dims) if dims else []
+    except (ValueError, RecursionError):
+        return None  # the SQL reads it as NULL shapes
+    for operand in operands if isinstance(operands, list) else []:
+        if isinstance(operand, list) and all(isinstance(d, int) for d in operand):
+            if abs(math.prod(operand)) > OPERAND_ELEMENTS_MAX:
+                return (f"Input Dims operand {operand} has more than {OPERAND_ELEMENTS_MAX:,} elements "
+                        "(2^48), beyond what the FLOP counts compute with")
+    return None

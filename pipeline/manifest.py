@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import msgspec
 
@@ -33,24 +33,35 @@ class ManifestError(ValueError):
     """A run.json that cannot be used."""
 
 
+# Every number the metrics divide by or multiply with has a range (issue 21, item 9): a zero
+# world size, peak or tokens per step is a division by zero in the report, a 1e-320 peak or a
+# 1e308 FLOPs per token an infinite MFU, 2^63 - 1 an overflow in SQL.  Outside it, run.json (or
+# --meta) is refused with one line naming the key; the bounds are far beyond any real run.
+Count = Annotated[int, msgspec.Meta(ge=1, le=limits.INT32_MAX)]  # ranks, nodes, degrees, batch, layers
+Tokens = Annotated[int, msgspec.Meta(ge=1, le=2**53)]  # tokens per step
+Params = Annotated[float, msgspec.Meta(ge=1, le=1e16)]
+FlopsPerToken = Annotated[float, msgspec.Meta(ge=1, le=1e18)]
+PeakFlops = Annotated[float, msgspec.Meta(ge=1e6, le=1e19)]  # FLOP/s per device: a MFLOP/s to 10 EFLOP/s
+
+
 class Parallel(msgspec.Struct, forbid_unknown_fields=False):
-    dp: Optional[int] = None
-    tp: Optional[int] = None
-    pp: Optional[int] = None
-    cp: Optional[int] = None
+    dp: Optional[Count] = None
+    tp: Optional[Count] = None
+    pp: Optional[Count] = None
+    cp: Optional[Count] = None
 
 
 class Model(msgspec.Struct):
     name: Optional[str] = None
-    num_params: Optional[float] = None
-    num_layers: Optional[int] = None
-    hidden_size: Optional[int] = None
-    flops_per_token: Optional[float] = None
+    num_params: Optional[Params] = None
+    num_layers: Optional[Count] = None
+    hidden_size: Optional[Count] = None
+    flops_per_token: Optional[FlopsPerToken] = None
 
 
 class Device(msgspec.Struct):
     name: Optional[str] = None
-    peak_flops: Optional[float] = None
+    peak_flops: Optional[PeakFlops] = None
     peak_flops_source: Optional[str] = None
 
 
@@ -58,15 +69,15 @@ class Manifest(msgspec.Struct):
     run_id: Optional[str] = None
     workload: Optional[str] = None
     scaling: Optional[str] = None
-    world_size: Optional[int] = None
-    num_nodes: Optional[int] = None
-    gpus_per_node: Optional[int] = None
-    cpu_cores: Optional[int] = None  # CPU cores the job could use on each host (the collector records it)
+    world_size: Optional[Count] = None
+    num_nodes: Optional[Count] = None
+    gpus_per_node: Optional[Count] = None
+    cpu_cores: Optional[Count] = None  # CPU cores the job could use on each host (the collector records it)
     dtype: Optional[str] = None  # compute dtype of the matmuls: bf16, fp16, tf32 or fp32 (picks the peak)
     parallel: Parallel = msgspec.field(default_factory=Parallel)
-    global_batch_size: Optional[int] = None
-    seq_len: Optional[int] = None
-    tokens_per_step: Optional[int] = None
+    global_batch_size: Optional[Count] = None
+    seq_len: Optional[Count] = None
+    tokens_per_step: Optional[Tokens] = None
     model: Model = msgspec.field(default_factory=Model)
     device: Device = msgspec.field(default_factory=Device)
     software: Optional[dict[str, Optional[str]]] = None

@@ -18,21 +18,30 @@ import msgspec
 from scaletrace.pipeline import limits
 
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
-# What DuckDB's BIGINT holds: a larger value is the line's error, not DuckDB's three-line message.
-Int64 = Annotated[int, msgspec.Meta(ge=-limits.INT64_MAX - 1, le=limits.INT64_MAX)]
+
+
+# What the queries compute with (issue 21, item 9): a step of 0 ns is a division by zero in the
+# report and `project`, one of 2^63 - 1 ns overflows run_summary's arithmetic for every run.
+# Times share the traces' bounds (limits.TIME_MIN_NS .. TIME_MAX_NS); a step lasts 1 ns to 2^50 ns
+# (13 days); tokens, when given, are 1 to 2^53; watts 0 to 10^6 per device.
+StepNumber = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+TimeNs = Annotated[int, msgspec.Meta(ge=limits.TIME_MIN_NS, le=limits.TIME_MAX_NS)]
+StepNs = Annotated[int, msgspec.Meta(ge=1, le=2**50)]
+Tokens = Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+Watts = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
 
 
 class StepRecord(msgspec.Struct):
-    step: Int64
-    start_ns: Int64
-    dur_ns: Int64
-    tokens: Optional[Int64] = None
+    step: StepNumber
+    start_ns: TimeNs
+    dur_ns: StepNs
+    tokens: Optional[Tokens] = None
     profiled: bool = False
 
 
 class PowerRecord(msgspec.Struct):
-    ts_ns: Int64
-    watts: float
+    ts_ns: TimeNs
+    watts: Watts
 
 
 TABLES = {"steps": ("step_log", StepRecord), "power": ("power_samples", PowerRecord)}

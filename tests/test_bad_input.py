@@ -404,7 +404,7 @@ def test_step_log_values_duckdb_rejects_are_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2, lines
     assert lines[0] == (f"{run / 'rank0.steps.jsonl'}: steps log not ingested: line 1: "
-                        "Expected `int` <= 9223372036854775807 - at `$.step`")
+                        "Expected `int` <= 9007199254740992 - at `$.step`")  # issue 21: 2^53
     assert lines[1].startswith(f"{run / 'rank3000000000.steps.jsonl'}: steps log not ingested: Conversion Error")
 
 
