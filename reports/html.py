@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from functools import lru_cache
 
 import polars as pl
@@ -46,14 +47,27 @@ def vega_bundle() -> str:
     return vl_convert.javascript_bundle()
 
 
+def finite(value):
+    """``value`` with every NaN and ±infinity (a division by a zero the data held) made None:
+    shown as missing, never a crash of the report (issue 21, item 3)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
 def script_json(value) -> str:
-    """JSON safe inside <script>: no `</script>`, no HTML comment or entity tricks."""
-    return (json.dumps(value, allow_nan=False, default=str)
+    """JSON safe inside <script>: no `</script>`, no HTML comment or entity tricks; non-finite
+    numbers are null (strict JSON has none)."""
+    return (json.dumps(finite(value), allow_nan=False, default=str)
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def _cell(value, fmt: str, column: str) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if column == "step_time_ns":
         value = value / 1e6
