@@ -101,6 +101,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     for raw in paths:
         path = Path(raw)
         if path.is_file():
+            if not _named_in_utf8(path, problems):
+                continue
             run_dir, file = _in_run(path)
             runs.setdefault(run_dir, []).append(file)
         elif path.is_dir():
@@ -110,19 +112,37 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
                 dirs.sort()
                 for name in sorted(files):
                     candidate = Path(root) / name
-                    if is_trace_file(candidate) and candidate.is_file():
+                    if is_trace_file(candidate) and candidate.is_file() and _named_in_utf8(candidate, problems):
                         run_dir, file = _in_run(candidate)
                         runs.setdefault(run_dir, []).append(file)
                         found += 1
             if not found and not unreadable.seen:
-                problems.append(Outcome(str(path), "error", "no trace files (*.json, *.json.gz) found"))
+                problems.append(Outcome(_shown(path), "error", "no trace files (*.json, *.json.gz) found"))
         elif path.is_symlink():
-            problems.append(Outcome(str(path), "error", "broken symlink or symlink loop"))
+            problems.append(Outcome(_shown(path), "error", "broken symlink or symlink loop"))
         elif path.exists():  # a FIFO, a device such as /dev/zero, a socket
-            problems.append(Outcome(str(path), "error", "not a regular file or a directory"))
+            problems.append(Outcome(_shown(path), "error", "not a regular file or a directory"))
         else:
-            problems.append(Outcome(str(path), "error", "no such file or directory"))
+            problems.append(Outcome(_shown(path), "error", "no such file or directory"))
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
+
+
+def _named_in_utf8(path: Path, problems: list[Outcome]) -> bool:
+    """Whether ``path`` is UTF-8 text, as the database stores paths; a name with another byte
+    (legal on Linux: ``b_bad\\xff``) is that file's one line, shown escaped, and the other files
+    still ingest (issue 21, item 7)."""
+    try:
+        str(path.absolute().parent.resolve() / path.name).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        problems.append(Outcome(_shown(path), "error", "its path is not valid UTF-8, which the database stores paths as; "
+                                                "rename the file or its directory"))
+        return False
+
+
+def _shown(path) -> str:
+    """A path as text, bytes that are not UTF-8 escaped (``\\xff``): what lines and logs hold."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _in_run(path: Path) -> tuple[Path, Path]:
@@ -140,7 +160,7 @@ class _UnreadableDirs:
 
     def __call__(self, exc: OSError) -> None:
         self.seen = True
-        self.problems.append(Outcome(str(exc.filename or "?"), "error",
+        self.problems.append(Outcome(_shown(exc.filename or "?"), "error",
                                      f"cannot read directory ({exc.strerror or exc}); its traces are not ingested"))
 
 

@@ -243,3 +243,26 @@ def test_a_power_sample_no_metric_can_use_is_one_line(tmp_path, record):
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     (line,) = _lines(result)
     assert line.startswith(f"{run / 'rank0.power.jsonl'}: power log not ingested: line 1: "), line
+
+
+# --- item 7: a path that is not UTF-8 ----------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["--db", "--parquet"])
+@pytest.mark.parametrize("bad", [b"b_bad\xff/rank0.json", b"b/rank\xfe0.json", b"b\xc3(/x/rank0.json"])
+def test_a_path_that_is_not_utf8_costs_that_file_alone(tmp_path, target, bad):
+    """The DuckDB ingest aborted ("cannot encode str as UTF-8") and every run sorted after it was
+    never ingested; the Parquet ingest aborted before ingesting anything."""
+    runs = tmp_path / "runs"
+    write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
+    write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
+    path = os.fsencode(runs) + b"/" + bad
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as handle:
+        handle.write(json.dumps({"traceEvents": GOOD, "distributedInfo": {"rank": 0}}).encode())
+    out = tmp_path / ("t.duckdb" if target == "--db" else "ds")
+    for _ in range(2):  # and the same on every re-run
+        result = _ingest(runs, target, out)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert _lines(result) == [path.decode("utf-8", "backslashreplace") + ": its path is not valid UTF-8, which "
+                                  "the database stores paths as; rename the file or its directory"]
+        assert sorted(query(out, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
