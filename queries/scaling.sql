@@ -4,9 +4,12 @@
 -- param: workload VARCHAR optional; only this sweep (NULL: every sweep)
 -- A sweep = the runs sharing run.json `workload`.  Baseline = the run with the
 -- fewest GPUs (ties: the first run_id).  speedup = tokens/s ÷ baseline
--- tokens/s.  scaling_efficiency_pct = 100 · speedup ÷ (GPUs ÷ baseline GPUs)
--- for strong scaling (fixed global batch), 100 · per-GPU tokens/s ÷ baseline
--- per-GPU tokens/s for weak scaling (scaling NULL counts as strong).
+-- tokens/s.  scaling_efficiency_vs_sweep_baseline_pct = 100 · speedup ÷ (GPUs ÷
+-- baseline GPUs) for strong scaling (fixed global batch), 100 · per-GPU tokens/s ÷
+-- baseline per-GPU tokens/s for weak scaling (scaling NULL counts as strong): against
+-- the sweep's baseline, whatever its layout (`scaletrace project` also gives
+-- scaling_efficiency_vs_layout_baseline_pct, against the fewest-GPU run of the
+-- same layout family).
 -- marginal_tokens_per_s_per_gpu = (tokens/s − best tokens/s at the next
 -- smaller GPU count) ÷ (GPUs − that count): what each added GPU bought.
 -- Units: tokens per second; *_pct percent; speedup a ratio.
@@ -32,7 +35,7 @@ SELECT m.run_id, m.workload AS sweep, m.scaling, m.world_size, m.dp, m.tp, m.pp,
        m.tokens_per_s / b.base_tps AS speedup,
        CASE WHEN m.scaling = 'weak' THEN 100.0 * m.tokens_per_s_per_gpu / b.base_tps_per_gpu
             ELSE 100.0 * (m.tokens_per_s / b.base_tps) / (m.world_size / b.base_gpus) END
-           AS scaling_efficiency_pct,
+           AS scaling_efficiency_vs_sweep_baseline_pct,
        (m.tokens_per_s - s.prev_tps) / (m.world_size - s.prev_gpus) AS marginal_tokens_per_s_per_gpu,
        m.mfu_pct, m.exposed_comm_pct
 FROM m JOIN baseline b USING (workload) JOIN sizes s USING (workload, world_size)

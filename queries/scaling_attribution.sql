@@ -25,7 +25,7 @@
 -- delta_exposed_comm_wait is the waiting inside delta_exposed_comm (the rest
 -- is transfer), not a sixth part.
 -- Efficiency (vs the sweep's baseline, as `scaling`): E = 100 · g_base ÷ g,
--- which equals scaling_efficiency_pct for strong and weak scaling alike.
+-- which equals scaling_efficiency_vs_sweep_baseline_pct for strong and weak scaling alike.
 -- efficiency_lost_pts = E(from) − E(to) = 100 · g_base · Δtotal ÷ (g_from · g_to),
 -- and per part X_lost_pts = 100 · g_base · ΔX ÷ (g_from · g_to): exact, linear in
 -- the deltas, so the five parts sum to efficiency_lost_pts.  For a row from the

@@ -11,7 +11,7 @@ Figures of a row (the fastest run of its sweep at its GPU count; ties: the first
 
 * tokens/s, tokens/s per GPU, MFU: run_summary's;
 * efficiency vs the sweep's baseline (the run with the fewest GPUs): the `scaling` query's
-  scaling_efficiency_pct, and the baseline run is named;
+  scaling_efficiency_vs_sweep_baseline_pct, and the baseline run is named;
 * hours per billion tokens = 1e9 ÷ tokens/s ÷ 3600 (the job's wall-clock time for 1e9 tokens);
   GPU-hours per billion tokens = that × GPUs (what the tokens cost; constant under perfect scaling);
 * tokens per joule = 1 ÷ run_summary's energy_per_token_j (only where NVML power was sampled).
@@ -45,7 +45,7 @@ SECONDS_PER_HOUR = 3600.0
 BILLION = 1e9
 
 CARD_COLUMNS = ["sweep", "world_size", "run_id", "layout", "runs_at_size", "tokens_per_s", "tokens_per_s_per_gpu",
-                "scaling_efficiency_pct", "baseline_run", "base_gpus", "mfu_pct", "warnings",
+                "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run", "base_gpus", "mfu_pct", "warnings",
                 "hours_per_billion_tokens", "gpu_hours_per_billion_tokens", "tokens_per_joule",
                 "marginal_tokens_per_s_per_gpu", "marginal_pct_of_baseline_gpu"]
 
@@ -106,8 +106,8 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
     summary = summary.filter(pl.col("run_id").is_in(wanted) & pl.col("tokens_per_s").is_not_null())
     base = scaling.select("run_id", base_gpus="world_size", base_tps_per_gpu="tokens_per_s_per_gpu") \
         .rename({"run_id": "baseline_run"})
-    eff = scaling.select("run_id", "sweep", "scaling_efficiency_pct", "baseline_run").join(base, on="baseline_run",
-                                                                                            how="left")
+    eff = scaling.select("run_id", "sweep", "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run").join(
+        base, on="baseline_run", how="left")
     df = summary.join(eff, on="run_id", how="left").with_columns(
         sweep=pl.coalesce("sweep", pl.col("workload"), pl.lit(NO_SWEEP)),
         strategy=pl.lit(None, pl.String))
@@ -208,8 +208,8 @@ def card_lines(card: DecisionCard) -> list[str]:
     rows = card.rows.to_dicts()
     width = max((len(r["sweep"]) for r in rows), default=0) + 1 if len({r["sweep"] for r in rows}) > 1 else 0
     for r in rows:
-        eff = ("" if not present(r["scaling_efficiency_pct"]) else
-               f", {share(r['scaling_efficiency_pct'])} eff. vs {r['base_gpus']}-GPU baseline")
+        eff = ("" if not present(r["scaling_efficiency_vs_sweep_baseline_pct"]) else
+               f", {share(r['scaling_efficiency_vs_sweep_baseline_pct'])} eff. vs {r['base_gpus']}-GPU baseline")
         mfu = "" if not present(r["mfu_pct"]) else f", MFU {share(r['mfu_pct'])}" + ("(!)" if r["warnings"] else "")
         tpj = "" if not present(r["tokens_per_joule"]) else f", {si(r['tokens_per_joule'], 'tokens/J')}"
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
@@ -226,7 +226,7 @@ def card_lines(card: DecisionCard) -> list[str]:
 
 HEADERS = [("sweep", "sweep"), ("world_size", "GPUs"), ("run_id", "best run"), ("layout", "layout"),
            ("tokens_per_s", "tokens/s"), ("tokens_per_s_per_gpu", "tokens/s per GPU"),
-           ("scaling_efficiency_pct", "efficiency vs sweep baseline"), ("mfu_pct", "MFU"),
+           ("scaling_efficiency_vs_sweep_baseline_pct", "efficiency vs sweep baseline"), ("mfu_pct", "MFU"),
            ("gpu_hours_per_billion_tokens", "GPU-hours per 1e9 tokens"),
            ("hours_per_billion_tokens", "hours per 1e9 tokens"), ("tokens_per_joule", "tokens per joule"),
            ("marginal_pct_of_baseline_gpu", "added GPU vs baseline GPU")]
@@ -234,7 +234,7 @@ HEADERS = [("sweep", "sweep"), ("world_size", "GPUs"), ("run_id", "best run"), (
 
 def _html_cell(r: dict, key: str) -> str:
     v = r[key]
-    if key == "scaling_efficiency_pct":
+    if key == "scaling_efficiency_vs_sweep_baseline_pct":
         return "–" if not present(v) else f"{share(v)} <span class=\"base\">vs {html.escape(str(r['baseline_run']))}</span>"
     if key == "mfu_pct":
         text = "–" if not present(v) else html.escape(share(v))

@@ -64,7 +64,7 @@ CHARTS = [
               "and vs the previous GPU count (dashed); right: tokens/s each added GPU bought over the best run "
               "at the previous GPU count; bars near or below zero mark where adding GPUs stops paying off.",
               "No scaling data: needs at least one sweep (runs sharing a workload) with throughput.",
-              "scaling", _has("scaling_efficiency_pct"), build_efficiency),
+              "scaling", _has("scaling_efficiency_vs_sweep_baseline_pct"), build_efficiency),
     ChartSpec("mfu", "MFU vs GPUs",
               "Share of the devices' peak FLOP/s spent on model FLOPs, one point per run, the line through "
               "the highest MFU at each GPU count; a falling line means more time goes to communication, "

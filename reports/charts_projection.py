@@ -60,8 +60,10 @@ def build_projection(df: pl.DataFrame) -> alt.LayerChart:
         tooltip=["sweep:N", "world_size:Q", alt.Tooltip("measured_tps:Q", format=",.0f")])
     edge = alt.Chart(data(fitted.select("sweep", "max_measured").unique())).mark_rule(
         color="#999", strokeDash=[2, 2]).encode(x="max_measured:Q")
-    # the points first: the shared colour legend takes its symbols from the first layer
-    return alt.layer(measured, predicted, ideal, edge, band).properties(
+    # the points first: the shared colour legend takes its symbols from the first layer; no empty
+    # layers (Vega warns of an infinite extent) when no sweep fits
+    layers = [measured] + ([predicted, ideal, edge, band] if not fitted.is_empty() else [])
+    return alt.layer(*layers).properties(
         title=alt.TitleParams(f"Projected throughput to {FACTOR}× the largest measured GPU count",
                               subtitle=["points: measured; line: model; band: leave-one-out error; dashed: ideal; "
                                         "dotted: largest measured", *misfit_words(df)]), width=WIDTH, height=HEIGHT)

@@ -59,7 +59,8 @@ def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
     best = scaling.filter("is_best")
     vs_base, vs_prev = f"vs {baseline_words(scaling)}", "vs the previous GPU count"
     long = pl.concat([
-        best.select("sweep", "world_size", "run_id", pct="scaling_efficiency_pct", basis=pl.lit(vs_base)),
+        best.select("sweep", "world_size", "run_id", pct="scaling_efficiency_vs_sweep_baseline_pct",
+                    basis=pl.lit(vs_base)),
         best.select("sweep", "world_size", "run_id", pct="step_efficiency_pct", basis=pl.lit(vs_prev)),
     ]).filter(pl.col("pct").is_not_null())
     line = alt.Chart(data(long)).mark_line().encode(

@@ -31,7 +31,7 @@ def scaling_findings(data: ReportData) -> list[str]:
                 f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])} tokens/s "
                 f"{'rose' if tps_ratio >= 1 else 'fell'} to {tps_ratio:.2f}× for {gpu_ratio:g}× the GPUs: "
                 f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous GPU count, "
-                f"{_pct(cur['scaling_efficiency_pct'])} vs {baseline(cur['base_gpus'])}; "
+                f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'])}; "
                 f"exposed communication went from {_pct(exposed.get(prev['run_id']))} to "
                 f"{_pct(exposed.get(cur['run_id']))} of the step.")
         losing = [r for r in rows[1:] if (r["marginal_tokens_per_s_per_gpu"] or 0) <= 0]

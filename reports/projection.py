@@ -40,8 +40,9 @@ DIMS_INNER_TO_OUTER = ("tp", "cp", "dp", "pp")  # rank order of the layout (torc
 DIM_WORDS = {"tp": ("tp", "tensor"), "cp": ("cp", "context"), "pp": ("pp", "pipe", "pipeline"),
              "dp": ("dp", "data", "fsdp", "shard", "replicate", "ddp")}
 COLUMNS = ["workload", "layout_family", "world_size", "num_nodes", "measured", "step_time_ns", "tokens_per_s",
-           "tokens_per_s_per_gpu", "mfu_pct", "efficiency_vs_layout_baseline_pct", "efficiency_vs_sweep_baseline_pct",
-           "compute_ns", "comm_ns", "exposed_comm_ns", "loo_error_pct", "fits", "what_if", "predicted_step_time_ns",
+           "tokens_per_s_per_gpu", "mfu_pct", "scaling_efficiency_vs_layout_baseline_pct",
+           "scaling_efficiency_vs_sweep_baseline_pct", "compute_ns", "comm_ns", "exposed_comm_ns", "loo_error_pct",
+           "fits", "what_if", "predicted_step_time_ns",
            "run_id", "notes"]
 UNRELIABLE_PCT = 50  # a leave-one-out error above this: the model does not fit its runs (not drawn, marked)
 

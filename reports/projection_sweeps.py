@@ -146,7 +146,8 @@ def _row(sw: Sweep, n: int, pred: dict, what_if: WhatIf, base_tps: float, measur
             "num_nodes": math.ceil(n / f.gpus_per_node) if f.gpus_per_node else (measured.nodes if measured else None),
             "measured": measured is not None, "step_time_ns": step, "tokens_per_s": tps,
             "tokens_per_s_per_gpu": tps / n, "mfu_pct": mfu,
-            "efficiency_vs_layout_baseline_pct": eff, "efficiency_vs_sweep_baseline_pct": sweep_eff, **{k: parts[k] for k in ("compute_ns", "comm_ns", "exposed_comm_ns")},
+            "scaling_efficiency_vs_layout_baseline_pct": eff, "scaling_efficiency_vs_sweep_baseline_pct": sweep_eff,
+            **{k: parts[k] for k in ("compute_ns", "comm_ns", "exposed_comm_ns")},
             "loo_error_pct": sw.loo_error_pct[n] if measured else sw.band_pct, "fits": sw.fits,
             "what_if": what_if.label,
             "predicted_step_time_ns": pred["step_time_ns"], "run_id": measured.run_id if measured else None,
@@ -193,7 +194,7 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
                                    "step and ProfilerSteps) in the database")
     rows = [r for sw in sweeps for r in sweep_rows(sw, list(to or []), what_if)]
     return pl.DataFrame(rows, schema_overrides={"num_nodes": pl.Int64, "mfu_pct": pl.Float64,
-                                                "efficiency_vs_sweep_baseline_pct": pl.Float64,
+                                                "scaling_efficiency_vs_sweep_baseline_pct": pl.Float64,
                                                 "run_id": pl.String, "notes": pl.String},
                         infer_schema_length=None).select(COLUMNS)
 

@@ -131,9 +131,9 @@ def test_exposed_comm_appears_only_where_the_generator_exposes_it(strong_db):
 
 
 def test_efficiency_points_match_the_scaling_query(strong_db):
-    """E = 100 · g_base ÷ g is scaling_efficiency_pct (computed there from tokens/s); the points lost
+    """E = 100 · g_base ÷ g is scaling_efficiency_vs_sweep_baseline_pct (computed there from tokens/s); the points lost
     between two runs are the drop of that efficiency, and each part's points are k · its delta."""
-    eff = {r["run_id"]: r["scaling_efficiency_pct"] for r in query(strong_db, "scaling").to_dicts()}
+    eff = {r["run_id"]: r["scaling_efficiency_vs_sweep_baseline_pct"] for r in query(strong_db, "scaling").to_dicts()}
     df = query(strong_db, "scaling_attribution")
     base = expected_parts(STRONG[0])["total"]
     for row in df.to_dicts():

@@ -177,7 +177,7 @@ def test_strong_scaling_efficiency_and_marginal(sweep):
         r = df.filter(run_id=f"s{n}").row(0, named=True)
         assert r["baseline_run"] == "s1"
         assert r["speedup"] == pytest.approx(tps[n] / tps[1])
-        assert r["scaling_efficiency_pct"] == pytest.approx(100 * (tps[n] / tps[1]) / n)
+        assert r["scaling_efficiency_vs_sweep_baseline_pct"] == pytest.approx(100 * (tps[n] / tps[1]) / n)
     assert df.filter(run_id="s1")["marginal_tokens_per_s_per_gpu"].item() is None
     assert df.filter(run_id="s2")["marginal_tokens_per_s_per_gpu"].item() == pytest.approx((tps[2] - tps[1]) / 1)
     # the best 2-GPU run is the neighbour of both 4-GPU layouts
@@ -193,7 +193,7 @@ def test_weak_scaling_uses_per_gpu_throughput(tmp_path):
     ingest([tmp_path], db=db)
     r = query(db, "scaling").filter(run_id="weak2").row(0, named=True)
     per_gpu = {n: 1000 * n / (us / 1e6) / n for n, us in {1: 1000, 2: 1250}.items()}
-    assert r["scaling_efficiency_pct"] == pytest.approx(100 * per_gpu[2] / per_gpu[1])
+    assert r["scaling_efficiency_vs_sweep_baseline_pct"] == pytest.approx(100 * per_gpu[2] / per_gpu[1])
 
 
 def test_layouts_side_by_side(sweep):

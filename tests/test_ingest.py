@@ -138,7 +138,7 @@ SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_p
                "overlapped_comm_pct", "group_exposed_comm_pct", "from_group_exposed_comm_pct",
                "to_group_exposed_comm_pct",
                "host_wait_pct", "dependency_wait_pct", "other_idle_pct"}
-NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
+NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
 
 
 @pytest.mark.parametrize("name", queries.names())

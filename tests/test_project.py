@@ -104,7 +104,7 @@ def test_measured_rows_carry_measured_values_and_in_sample_prediction(db):
     base = measured.row(0, named=True)
     for row in df.iter_rows(named=True):
         expected = 100 * (row["tokens_per_s"] / base["tokens_per_s"]) / (row["world_size"] / 2)
-        assert row["efficiency_vs_layout_baseline_pct"] == pytest.approx(expected)
+        assert row["scaling_efficiency_vs_layout_baseline_pct"] == pytest.approx(expected)
         assert row["mfu_pct"] == pytest.approx(100 * row["tokens_per_s"] * 6e9 / (row["world_size"] * 989e12))
 
 
@@ -194,7 +194,7 @@ def test_cli_formats(db):
     rows = json.loads(result.output)
     assert {r["what_if"] for r in rows} == {"none", "compute=2"}
     assert set(rows[0]) >= {"workload", "world_size", "num_nodes", "measured", "step_time_ns", "tokens_per_s",
-                            "tokens_per_s_per_gpu", "mfu_pct", "efficiency_vs_layout_baseline_pct", "compute_ns", "comm_ns",
+                            "tokens_per_s_per_gpu", "mfu_pct", "scaling_efficiency_vs_layout_baseline_pct", "compute_ns", "comm_ns",
                             "exposed_comm_ns", "loo_error_pct", "what_if", "notes"}
     result = CliRunner().invoke(main, ["project", "--db", str(db), "--workload", "across", "--format", "csv"])
     assert result.exit_code == 0 and result.output.startswith("workload,")
