@@ -31,7 +31,6 @@ setup: $(VENV)/.installed
 demo: setup
 	rm -f $(DB)
 	$(BIN)/scaletrace sweep collectors/demo_sweep.toml --ingest $(DB)
-	$(BIN)/scaletrace query scaling --db $(DB)
 	$(BIN)/scaletrace report --db $(DB) -o demo-report.html --png demo-figures
 	@echo "report: $$(pwd)/demo-report.html  database: $(DB)  runs: runs/demo/"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -40,6 +41,12 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
 META_OPTION = click.option("--meta", multiple=True, metavar="KEY=VALUE",
                            help="A run.json fact for every run, where its run.json has none (repeatable; "
                                 "dotted for nested keys): workload=llama, parallel.tp=8, model.num_params=7e9.")
+DEFAULT_TIMEOUT_S = 60.0  # sql / query: a reader holds the database, and an ingest waits for it (5 minutes)
+TIMEOUT_OPTION = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+                              default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
+                              help="Stop the query after this long (one line, exit 1): while it runs it holds "
+                                   "the database, and an ingest waits for it.")
+TABLE_MAX_ROWS = 200  # --format table shows this many rows and says how many more
 COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
                               help="Only these columns, in this order (comma-separated).")
 
@@ -57,11 +64,17 @@ def say(message: str, console: "Console | None" = None) -> None:
     (console or stderr()).print(oneline.printable(message), markup=False, highlight=False, soft_wrap=True)
 
 
-def connect(db):
+def echo(line: str = "") -> None:
+    """One line on stdout as a terminal must get it: its control characters (terminal escape
+    sequences from run ids, workload names, kernel names) shown escaped, as `say` does on stderr."""
+    click.echo(oneline.printable(line))
+
+
+def connect(db, timeout_s: float | None = None):
     """``scaletrace.pipeline.db.connect``, imported on first use (it brings polars)."""
     from scaletrace.pipeline.db import connect as connect_db
 
-    return connect_db(db)
+    return connect_db(db, timeout_s=timeout_s)
 
 
 def is_duckdb_error(exc: BaseException) -> bool:
@@ -78,7 +91,7 @@ def _plural(n: int, noun: str) -> str:
 def fail(message: str) -> None:
     """One line on stderr, exit 1: a user mistake never shows a traceback."""
     say(f"error: {message}")
-    sys.exit(1)
+    _exit(1)
 
 
 def checked_meta(pairs: tuple[str, ...]) -> dict:
@@ -135,7 +148,18 @@ def _interrupt_is_one_line():
         yield
     except KeyboardInterrupt:
         say(INTERRUPTED_LINE)
-        sys.exit(INTERRUPTED_STATUS)
+        _exit(INTERRUPTED_STATUS)
+
+
+def _exit(status: int) -> None:
+    """sys.exit, unless a query thread would not stop: then out at once (exiting would wait for it,
+    or tear DuckDB down under it)."""
+    db = sys.modules.get("scaletrace.pipeline.db")
+    if db is not None and db.query_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 @click.group(cls=_Main, context_settings=CONTEXT)
@@ -316,16 +340,61 @@ def _emit(df: pl.DataFrame, fmt: str) -> None:
                   for row in df.iter_rows(named=True)]
         click.echo("\n\n".join(blocks), nl=bool(blocks))
     else:
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
+        _table(df.head(TABLE_MAX_ROWS), df.height - min(df.height, TABLE_MAX_ROWS))
 
-        table = Table(show_lines=False)
-        for name in df.columns:
-            table.add_column(Text(oneline.printable(name)), overflow="fold")
-        for row in df.iter_rows():  # Text: names from traces are shown as written, never as markup
-            table.add_row(*[Text(_cell(v)) for v in row])
-        Console(width=None if sys.stdout.isatty() else 400).print(table)
+
+def _table(df: pl.DataFrame, more: int = 0) -> None:
+    """``df`` as a rich table on stdout; ``more`` rows not shown are said on stderr."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False)
+    for name in df.columns:
+        table.add_column(Text(oneline.printable(name)), overflow="fold")
+    for row in df.iter_rows():  # Text: names from traces are shown as written, never as markup
+        table.add_row(*[Text(_cell(v)) for v in row])
+    Console(width=None if sys.stdout.isatty() else 400).print(table)
+    if more:
+        say(f"... {_plural(more, 'more row')} not shown (--format csv or json prints every row)")
+
+
+class _Streamed:
+    """An ad-hoc result written batch by batch as it arrives (``Database.stream``): csv / json / line
+    never hold more than one batch; a table keeps its first TABLE_MAX_ROWS rows and counts the rest."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt, self.rows, self.head, self.more = fmt, 0, None, 0
+
+    def batch(self, df: pl.DataFrame) -> None:
+        if df.height == 0:
+            return
+        if self.fmt == "table":
+            keep = max(0, TABLE_MAX_ROWS - self.rows)
+            if keep:
+                self.head = df.head(keep) if self.head is None else pl.concat([self.head, df.head(keep)])
+            self.more += df.height - min(keep, df.height)
+        elif self.fmt == "csv":  # color=True: click would strip ANSI sequences; pipes get exact text
+            click.echo(df.write_csv(include_header=not self.rows), nl=False, color=True)
+        elif self.fmt == "json":  # one array of row objects, written a batch at a time
+            click.echo(("[" if not self.rows else ",") + df.write_json()[1:-1], nl=False, color=True)
+        else:
+            click.echo(("\n\n" if self.rows else ""), nl=False)
+            _emit(df, "line")
+        self.rows += df.height
+
+    def finish(self, names: list[str]) -> None:
+        import polars as pl
+
+        empty = pl.DataFrame(schema={name: pl.Utf8 for name in names})
+        if self.fmt == "table":
+            _table(self.head if self.head is not None else empty, self.more)
+        elif self.fmt == "csv" and not self.rows:
+            _emit(empty, "csv")
+        elif self.fmt == "json":
+            click.echo("]" if self.rows else "[]", color=True)
+        elif self.fmt == "line" and self.rows:
+            pass
 
 
 def _cell(value) -> str:
@@ -345,7 +414,8 @@ def _cell(value) -> str:
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
 @FORMAT_OPTION
 @COLUMNS_OPTION
-def query(name, db, params, list_, show, fmt, columns) -> None:
+@TIMEOUT_OPTION
+def query(name, db, params, list_, show, fmt, columns, timeout_s) -> None:
     """Run one of the metric queries (SQL files in queries/).
 
     Parameters are typed in the query's header (--show): a run_id or workload
@@ -359,6 +429,7 @@ def query(name, db, params, list_, show, fmt, columns) -> None:
       scaletrace query rank_step_breakdown --db demo.duckdb -p run_id demo-gpt-ddp-2 --format csv
       scaletrace query run_summary --db demo.duckdb --format line
       scaletrace query run_summary --db demo.duckdb --columns run_id,tokens_per_s,mfu_pct
+      scaletrace query rank_wait --db runs.duckdb --timeout 600
     """
     try:
         if list_:
@@ -371,7 +442,7 @@ def query(name, db, params, list_, show, fmt, columns) -> None:
         if show:
             click.echo(q.sql)
             return
-        with connect(db) as database:
+        with connect(db, timeout_s) as database:
             result = _select(database.query(name, **dict(params)), columns, f"query '{name}'")
             notes = database.notes(name, **dict(params))
         for note in notes:
@@ -386,21 +457,30 @@ def query(name, db, params, list_, show, fmt, columns) -> None:
 @DB_OPTION
 @FORMAT_OPTION
 @COLUMNS_OPTION
-def sql(statement, db, fmt, columns) -> None:
+@TIMEOUT_OPTION
+def sql(statement, db, fmt, columns, timeout_s) -> None:
     """Run one ad-hoc read-only SQL statement against the database.
 
     Several statements at once are refused (only one result could be shown).
+    csv, json and line are written as the rows arrive; a table shows the first
+    200 rows and says how many more.  Repeated column names (a join's) get
+    _2, _3; values polars cannot hold (INTERVAL, UNION, an infinite DATE) are
+    shown as DuckDB's text, and so are lists and structs in csv, BLOBs in json.
+    The query stops after --timeout seconds; Ctrl-C stops it at once (exit 130).
 
     \b
     Example:
       scaletrace sql "SELECT kind, count(*) AS n FROM device_events GROUP BY kind" --db demo.duckdb
       scaletrace sql "SELECT path, message FROM ingest_log WHERE status = 'error'" --db demo.duckdb --format json
       scaletrace sql "SELECT * FROM runs" --db demo.duckdb --format line
+      scaletrace sql "SELECT * FROM device_events" --db runs.duckdb --format csv --timeout 600 > events.csv
     """
+    wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
+    out = _Streamed(fmt)
     try:
-        with connect(db) as database:
-            result = _select(database.sql(statement), columns, "the result")
-        _emit(result, fmt)
+        with connect(db, timeout_s) as database:
+            names = database.stream(statement, out.batch, fmt, wanted)
+        out.finish(names)
     except (queries.QueryError, DatabaseError) as exc:
         fail(str(exc))
 
@@ -474,7 +554,7 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
         fail(str(exc))
     if dry_run:
         for line in sweeps.plan_lines(planned):
-            click.echo(line)
+            echo(line)
         return
     id_width = max((len(run.run_id) for run in planned), default=0)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -581,7 +661,7 @@ def _write_report(db, out, runs, png, svg, quiet) -> None:
         say(f"warning: {warning}")
     if not quiet:
         for line in result.headline:
-            click.echo(line)
+            echo(line)
         for note in result.omitted:
             say(f"not shown: {note}")
     images = f", {len(result.images)} images" if result.images else ""
@@ -798,11 +878,11 @@ def explain(run, db, run_option, workload, fmt) -> None:
         _emit(table(result.attribution) if not result.attribution.is_empty() else result.runs, fmt)
         return
     for sentence in result.sentences:
-        click.echo(oneline.printable(sentence))
+        echo(sentence)
     if result.sentences:
         click.echo()
     for line in lines(result.runs):
-        click.echo(oneline.printable(line))
+        echo(line)
     if not result.attribution.is_empty():
         click.echo()
         _emit(table(result.attribution), fmt)

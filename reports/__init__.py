@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
 
 from scaletrace.pipeline.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
+from scaletrace.reports.card import card_from_db, card_lines
 from scaletrace.reports.chartkit import gpus
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
@@ -31,18 +31,24 @@ class ReportResult:
     findings: list[str]
     bytes: int = 0
     images: list[Path] = field(default_factory=list)
-    headline: list[str] = field(default_factory=list)  # best run per GPU count, for the terminal
+    headline: list[str] = field(default_factory=list)  # the decision card's lines, for the terminal
     warnings: list[str] = field(default_factory=list)  # run_summary warnings, one line per run
     created_dirs: list[Path] = field(default_factory=list)  # directories that did not exist before
 
 
 def build_charts(data: report_data.ReportData) -> tuple[list[tuple[str, str, str, dict]], list[str]]:
-    """(key, title, caption, Vega-Lite spec) for every chart with data, and notes for the rest."""
+    """(key, title, caption, Vega-Lite spec) for every chart with data, and notes for the rest; a chart
+    against the GPU count (charts.VS_GPUS) whose data is all at one GPU count is left out (a note):
+    the decision card and the runs table give those numbers as a table."""
     drawn, notes = [], []
     for spec in chart_defs.CHARTS:
         df = spec.select(getattr(data, spec.source))
         if df.is_empty():
             notes.append(f"{spec.title}: {spec.missing}")
+            continue
+        if spec.key in chart_defs.VS_GPUS and "world_size" in df.columns and df["world_size"].n_unique() < 2:
+            notes.append(f"{spec.title}: all its data is at one GPU count ({gpus(df['world_size'][0])}); "
+                         "the decision card and the runs table give these numbers.")
             continue
         drawn.append((spec.key, spec.title, spec.caption, spec.build(df).to_dict()))
     return drawn, notes
@@ -69,7 +75,8 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     out = Path(out)
     created = _make_dirs(out.parent)
     text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
-                  sections=_sections(drawn, data), run_sentences=data.run_sentences)
+                  sections=_sections(drawn, data), run_sentences=data.run_sentences, card=data.card,
+                  kernels=data.top_kernels, svgs=static_svgs(drawn))
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):
@@ -77,7 +84,7 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
             created += _make_dirs(Path(directory))
             images += export_images(drawn, Path(directory), fmt)
     return ReportResult(out, [k for k, *_ in drawn], notes, found, len(text.encode()), images,
-                        headline_lines(data.runs), data.warnings, created)
+                        card_lines(data.card), data.warnings, created)
 
 
 def _sections(drawn, data: report_data.ReportData) -> dict[str, tuple[str, list[str]]]:
@@ -102,6 +109,21 @@ def _make_dirs(directory: Path) -> list[Path]:
     return [directory]
 
 
+def static_svgs(drawn) -> dict[str, str]:
+    """Every drawn chart as SVG (vl-convert, offline), for the report's <noscript> fallbacks; a chart
+    vl-convert cannot render is left out of them (the page still draws it with JavaScript)."""
+    import vl_convert
+
+    out = {}
+    for key, _, _, spec in drawn:
+        try:
+            out[key] = vl_convert.vegalite_to_svg({**spec, "config": {**spec.get("config", {}),
+                                                                        "background": "white"}})
+        except Exception:  # noqa: BLE001 -- a fallback image is optional
+            continue
+    return out
+
+
 def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
     import vl_convert
 
@@ -117,29 +139,12 @@ def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
     return paths
 
 
-def headline_lines(runs) -> list[str]:
-    """A few lines for the terminal: the fastest run of each sweep at each GPU count and its figures
-    (runs of different workloads are not compared: their tokens are not the same work)."""
-    lines = []
-    sweeps = runs.with_columns(pl.col("workload").fill_null("(no workload)"))
-    width = max(sweeps["workload"].str.len_chars().max() + 2, 0) if sweeps["workload"].n_unique() > 1 else 0
-    for r in sweeps.sort(["workload", "world_size", "tokens_per_s"], descending=[False, False, True],
-                         nulls_last=True).group_by(["workload", "world_size"], maintain_order=True) \
-            .first().iter_rows(named=True):
-        tps = "n/a" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f} tokens/s"
-        mfu = "" if r["mfu_pct"] is None else f", MFU {r['mfu_pct']:.1f} %"
-        exp = "" if r["exposed_comm_pct"] is None else f", exposed comm {r['exposed_comm_pct']:.1f} % of step"
-        sweep = f"{r['workload']}:".ljust(width) if width else ""
-        lines.append(f"{sweep}{gpus(r['world_size']):>9}  best {r['run_id']}: {tps}{mfu}{exp}")
-    return lines
-
-
 def headline(db: str | Path | Database, runs: list[str] | None = None) -> list[str]:
-    """headline_lines of the runs in ``db`` (all, or ``runs``)."""
+    """The decision card's lines (reports/card.py) of the runs in ``db`` (all, or ``runs``): what
+    `scaletrace report` and `scaletrace card` print."""
     def lines(database: Database) -> list[str]:
-        summary = database.query("run_summary")
-        wanted = report_data.select_runs(summary, runs)
-        return headline_lines(summary.filter(pl.col("run_id").is_in(wanted)))
+        wanted = report_data.select_runs(database.query("run_summary"), runs)
+        return card_lines(card_from_db(database, wanted))
 
     if isinstance(db, Database):
         return lines(db)

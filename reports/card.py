@@ -94,32 +94,44 @@ def hours(x, unit: str = "h") -> str:
 
 
 def _layout(r: dict) -> str:
+    """'ddp dp2-tp1-pp1-cp1' from the degrees present in ``r`` and its strategy label; a family (no dp)
+    with a strategy is the strategy alone."""
     degrees = "-".join(f"{d}{r[d]}" for d in ("dp", "tp", "pp", "cp") if r.get(d) is not None)
-    return degrees or "layout unknown"
+    if r.get("strategy") and "dp" not in r:
+        return r["strategy"]
+    return " ".join(x for x in (r.get("strategy"), degrees) if x) or "layout unknown"
 
 
 def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.DataFrame,
-                  runs: list[str] | None = None) -> DecisionCard:
+                  runs: list[str] | None = None, layouts: pl.DataFrame | None = None) -> DecisionCard:
     """The card from run_summary, the `scaling` query and scaling_attribution (all unfiltered),
-    for ``runs`` (None: all).  Runs without a workload get rows of their own, without efficiency."""
+    for ``runs`` (None: all); ``layouts`` (the layouts query) gives each run's strategy label.
+    Runs without a workload get rows of their own, without efficiency.  A run's layout is its
+    strategy and degrees ('ddp dp2-tp1-pp1-cp1'); its layout family, which a line follows across GPU
+    counts, is the strategy, else tp-pp-cp (dp grows with the GPU count)."""
     wanted = set(summary["run_id"].to_list() if runs is None else runs)
     summary = summary.filter(pl.col("run_id").is_in(wanted) & pl.col("tokens_per_s").is_not_null())
     base = scaling.select("run_id", base_gpus="world_size", base_tps_per_gpu="tokens_per_s_per_gpu") \
         .rename({"run_id": "baseline_run"})
     eff = scaling.select("run_id", "sweep", "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run").join(
         base, on="baseline_run", how="left")
-    df = summary.join(eff, on="run_id", how="left").with_columns(
-        sweep=pl.coalesce("sweep", pl.col("workload"), pl.lit(NO_SWEEP)),
-        strategy=pl.lit(None, pl.String))
+    strategy = (layouts.select("run_id", "strategy") if layouts is not None and "strategy" in layouts.columns
+                else pl.DataFrame(schema={"run_id": pl.String, "strategy": pl.String}))
+    df = summary.join(eff, on="run_id", how="left").join(strategy.unique("run_id"), on="run_id", how="left") \
+        .with_columns(sweep=pl.coalesce("sweep", pl.col("workload"), pl.lit(NO_SWEEP)))
     df = df.with_columns(
         hours_per_billion_tokens=BILLION / pl.col("tokens_per_s") / SECONDS_PER_HOUR,
         gpu_hours_per_billion_tokens=BILLION * pl.col("world_size") / pl.col("tokens_per_s") / SECONDS_PER_HOUR,
         tokens_per_joule=pl.when(pl.col("energy_per_token_j") > 0).then(1 / pl.col("energy_per_token_j")),
-        layout=pl.struct("dp", "tp", "pp", "cp").map_elements(_layout, return_dtype=pl.String),
+        layout=pl.struct("dp", "tp", "pp", "cp", "strategy").map_elements(_layout, return_dtype=pl.String),
+        layout_family=pl.struct("tp", "pp", "cp", "strategy").map_elements(_layout, return_dtype=pl.String),
         group_key=pl.when(pl.col("sweep") == NO_SWEEP).then(pl.col("run_id")).otherwise(pl.col("sweep")),
     )
     if "warnings" not in df.columns:
         df = df.with_columns(warnings=pl.lit(None, pl.String))
+    # a baseline that is not among the selected runs is named by its GPU count only (--runs filters
+    # every run id out of the page)
+    df = df.with_columns(baseline_run=pl.when(pl.col("baseline_run").is_in(wanted)).then(pl.col("baseline_run")))
     points = sort_runs(df)
     best = (df.sort(["tokens_per_s", "run_id"], descending=[True, False])
             .group_by(["group_key", "world_size"], maintain_order=True)
@@ -141,7 +153,8 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
 
 def card_from_db(db, runs: list[str] | None = None) -> DecisionCard:
     """decision_card of the runs in a ``pipeline.connect`` Database (all, or ``runs``)."""
-    return decision_card(db.query("run_summary"), db.query("scaling"), db.query("scaling_attribution"), runs)
+    return decision_card(db.query("run_summary"), db.query("scaling"), db.query("scaling_attribution"), runs,
+                         db.query("layouts"))
 
 
 def stops_paying(rows: list[dict]) -> dict | None:
@@ -187,7 +200,8 @@ def _verdict(sweep: str, group: pl.DataFrame, attribution: pl.DataFrame) -> Verd
         a = att.row(0, named=True)
         lost = a["efficiency_lost_pts"]
         verdict.lost_pts = lost
-        ends = (f"efficiency vs the {a['baseline_gpus']}-GPU baseline ({a['baseline_run']}) went from "
+        named = a["baseline_run"] if stop["baseline_run"] else "not selected"
+        ends = (f"efficiency vs the {a['baseline_gpus']}-GPU baseline ({named}) went from "
                 f"{share(a['from_scaling_efficiency_pct'])} to {share(a['to_scaling_efficiency_pct'])}")
         if present(lost) and lost > 0:
             part = max(STEP_PARTS, key=lambda p: a[f"{p}_lost_pts"] or 0)
@@ -213,12 +227,14 @@ def card_lines(card: DecisionCard) -> list[str]:
         mfu = "" if not present(r["mfu_pct"]) else f", MFU {share(r['mfu_pct'])}" + ("(!)" if r["warnings"] else "")
         tpj = "" if not present(r["tokens_per_joule"]) else f", {si(r['tokens_per_joule'], 'tokens/J')}"
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
-        lines.append(f"{sweep}{_gpus(r['world_size']):>9}  best {r['run_id']} ({r['layout']}): "
+        of = f" of {r['runs_at_size']}" if r["runs_at_size"] > 1 else ""
+        lines.append(f"{sweep}{_gpus(r['world_size']):>9}  best{of} {r['run_id']} ({r['layout']}): "
                      f"{si(r['tokens_per_s'], 'tokens/s')}, {si(r['tokens_per_s_per_gpu'], 'tokens/s/GPU')}{eff}"
                      f"{mfu}, {hours(r['gpu_hours_per_billion_tokens'], 'GPU-h')} per 1e9 tokens{tpj}")
     lines += [v.sentence for v in card.verdicts]
     if any(r["warnings"] for r in rows):
-        lines.append("(!) run_summary warns about this run: see the warnings.")
+        lines.append("(!): run_summary warns about that run's numbers (the warnings; "
+                     "`scaletrace query run_summary --columns run_id,warnings`).")
     return lines
 
 
@@ -235,7 +251,8 @@ HEADERS = [("sweep", "sweep"), ("world_size", "GPUs"), ("run_id", "best run"), (
 def _html_cell(r: dict, key: str) -> str:
     v = r[key]
     if key == "scaling_efficiency_vs_sweep_baseline_pct":
-        return "–" if not present(v) else f"{share(v)} <span class=\"base\">vs {html.escape(str(r['baseline_run']))}</span>"
+        named = html.escape(str(r["baseline_run"])) if r["baseline_run"] else f"{r['base_gpus']}-GPU run, not selected"
+        return "–" if not present(v) else f"{share(v)} <span class=\"base\">vs {named}</span>"
     if key == "mfu_pct":
         text = "–" if not present(v) else html.escape(share(v))
         return text + (f' <span class="warn" title="{html.escape(r["warnings"])}">⚠</span>' if r["warnings"] else "")

@@ -21,6 +21,7 @@ from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_
                                     build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
+from scaletrace.reports.charts_card import build_marginal_returns
 from scaletrace.reports.charts_projection import build_projection
 from scaletrace.reports.device_share import SLIVER_PCT
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
@@ -49,6 +50,13 @@ SLIVERS = (f" A run whose device activity spans under {SLIVER_PCT:g} % of its st
            "sliver, not the step.")
 
 CHARTS = [
+    ChartSpec("marginal_returns", "Time vs cost per billion tokens",
+              "One point per run (labelled with its GPU count), a line per layout across GPU counts: hours per "
+              "1e9 tokens (1e9 ÷ tokens/s ÷ 3600) against GPU-hours per 1e9 tokens (that × GPUs), both log "
+              "scales. Perfect scaling moves down a vertical line (less time, same GPU-hours); where a line "
+              "turns right, the added GPUs buy little time for many more GPU-hours: the decision card's "
+              "stops-paying count.",
+              NO_SWEEP, "card_points", _has("hours_per_billion_tokens"), build_marginal_returns),
     ChartSpec("throughput", "Throughput vs GPUs",
               "Points are runs, the line joins the fastest run of each sweep at each GPU count (labelled); "
               "the further it falls below the dashed ideal line (linear from the sweep's baseline, its run "
@@ -62,7 +70,8 @@ CHARTS = [
               "Left, for the fastest run at each GPU count: scaling efficiency vs the sweep's baseline "
               "(solid; speedup ÷ GPU ratio, or per-GPU throughput ratio for weak scaling; 100 % = perfect) "
               "and vs the previous GPU count (dashed); right: tokens/s each added GPU bought over the best run "
-              "at the previous GPU count; bars near or below zero mark where adding GPUs stops paying off.",
+              "at the previous GPU count; where a bar falls below half the baseline's tokens/s per GPU, adding GPUs "
+              "stops paying (the decision card's rule).",
               "No scaling data: needs at least one sweep (runs sharing a workload) with throughput.",
               "scaling", _has("scaling_efficiency_vs_sweep_baseline_pct"), build_efficiency),
     ChartSpec("mfu", "MFU vs GPUs",
@@ -186,4 +195,9 @@ CHARTS = [
               "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]
 
-__all__ = ["CHARTS", "ChartSpec"]
+# Charts whose x axis is the GPU count (or whose lines join GPU counts): with data at one GPU count
+# only they are left out; the decision card and the runs table give those numbers.
+VS_GPUS = frozenset({"marginal_returns", "throughput", "throughput_per_gpu", "efficiency", "mfu", "energy",
+                     "comm_vs_compute", "collectives", "exposed_comm", "projection"})
+
+__all__ = ["CHARTS", "ChartSpec", "VS_GPUS"]

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from scaletrace.pipeline.db import Database
+from scaletrace.reports.card import decision_card
 from scaletrace.reports.chartkit import gpus
 from scaletrace.reports.device_share import sliver_notes
+from scaletrace.reports.order import sort_runs
 
 MAX_RANK_RUNS = 6  # per-rank chart: at most this many runs (the largest)
 MAX_RANKS = 256  # per-rank chart: at most this many ranks per run (the most exposed)
@@ -57,6 +59,11 @@ class ReportData:
     projection_notes: list[str] = field(default_factory=list)
     # "Run by run": every selected run's own sentences (reports/run_explain.py: run_id, about, sentence)
     run_sentences: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # the decision card (reports/card.py) and its every-run points (the marginal-returns chart)
+    card: object = None
+    card_points: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # kernel_summary's top kernels of each card run (TOP_KERNELS each, by share of kernel time)
+    top_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -87,7 +94,8 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     summary = _with_slivers(tables.summary, tables.share)
     notes: list[str] = []
     sweeps = summary.select("run_id", "sliver_note", sweep=pl.col("workload").fill_null(NO_SWEEP))
-    scaling = _scaling(db.query("scaling"), wanted, notes)
+    scaling_all = db.query("scaling")
+    scaling = _scaling(scaling_all, wanted, notes)
     best = scaling.filter("is_best").select("run_id", "sweep", "world_size")
     breakdown = _filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
     by_group = tables.by_group.join(best, on="run_id", how="inner")
@@ -98,13 +106,33 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     why["gpu_time_parts"] = why["gpu_time_parts"].join(sweeps.select("run_id", "sliver_note"), on="run_id",
                                                        how="left")
     why.update(_projection(db))
+    layouts_all = db.query("layouts")
+    card = decision_card(tables.summary, scaling_all, db.query("scaling_attribution"), wanted, layouts_all)
     return ReportData(
-        **why, run_sentences=run_sentences(tables),
-        runs=summary, scaling=scaling, layouts=_layouts(_filter(db.query("layouts"), wanted)),
+        **why, run_sentences=run_sentences(tables), card=card, card_points=card.points,
+        top_kernels=_top_kernels(db, card.rows["run_id"].to_list()),
+        runs=sort_runs(summary), scaling=scaling, layouts=_layouts(_filter(layouts_all, wanted)),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
         warnings=_warnings(summary), notes=notes,
     )
+
+
+TOP_KERNELS = 5  # the top-kernels table: this many kernels per run
+
+
+def _top_kernels(db: Database, run_ids: list[str]) -> pl.DataFrame:
+    """kernel_summary's TOP_KERNELS kernels by share of kernel time of each of ``run_ids``, in run order."""
+    try:
+        ks = db.query("kernel_summary")
+    except Exception:  # a database from before kernel_summary's columns: no table
+        return pl.DataFrame()
+    order = {r: i for i, r in enumerate(run_ids)}
+    return (ks.filter(pl.col("run_id").is_in(run_ids))
+            .sort(["run_id", "total_ns"], descending=[False, True]).group_by("run_id", maintain_order=True)
+            .head(TOP_KERNELS)
+            .with_columns(order=pl.col("run_id").replace_strict(order, return_dtype=pl.Int64))
+            .sort(["order", "total_ns"], descending=[False, True]).drop("order"))
 
 
 def _with_slivers(summary: pl.DataFrame, share: pl.DataFrame) -> pl.DataFrame:

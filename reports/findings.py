@@ -12,10 +12,44 @@ import polars as pl
 
 from scaletrace.reports.chartkit import baseline, gpus as _gpus
 from scaletrace.reports.data import ReportData
+from scaletrace.reports.words import change, number, present, ratio
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0f} %" if abs(x) >= 10 else f"{x:.1f} %"
+def _pct(x) -> str | None:
+    """A percentage as the report's table writes it: '38 %', '5.9 %'; None where missing."""
+    x = number(x)
+    return None if x is None else f"{x:.0f} %" if abs(x) >= 10 else f"{x:.1f} %"
+
+
+def _tokens_change(prev: dict, cur: dict) -> str | None:
+    """'tokens/s rose to 1.8× for 2× the GPUs', 'tokens/s stayed at 4,000 for 2× the GPUs'."""
+    a, b = number(prev["tokens_per_s"]), number(cur["tokens_per_s"])
+    if a is None or b is None or a <= 0:
+        return None
+    more = f"for {cur['world_size'] / prev['world_size']:g}× the GPUs"
+    if ratio(b / a) == ratio(1.0):
+        return f"tokens/s stayed at {b:,.0f} {more}"
+    return f"tokens/s {'rose' if b > a else 'fell'} to {ratio(b / a)} {more}"
+
+
+def _step_finding(sweep: str, prev: dict, cur: dict, exposed: dict) -> str | None:
+    """One GPU-count step of a sweep: tokens/s, efficiency (each against what it is against), exposed
+    communication; each clause only where its values are there (no clause for none exposed at both)."""
+    effs = [f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous GPU count"
+            if _pct(cur["step_efficiency_pct"]) else None,
+            f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'])}"
+            if _pct(cur["scaling_efficiency_vs_sweep_baseline_pct"]) else None]
+    a, b = exposed.get(prev["run_id"]), exposed.get(cur["run_id"])
+    comm = None if number(a) == 0 and number(b) == 0 else change(
+        "exposed communication", a, b, _pct, rose="went", fell="went")
+    rest = [c for c in (", ".join(e for e in effs if e), comm and f"{comm} of the step") if c]
+    tokens = _tokens_change(prev, cur)
+    if not tokens and not rest:
+        return None
+    text = f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])}"
+    text += f" {tokens}" if tokens else ""
+    text += f"{': ' if tokens else ', '}{'; '.join(rest)}" if rest else ""
+    return text + "."
 
 
 def scaling_findings(data: ReportData) -> list[str]:
@@ -24,70 +58,88 @@ def scaling_findings(data: ReportData) -> list[str]:
     exposed = dict(zip(data.runs["run_id"].to_list(), data.runs["exposed_comm_pct"].to_list()))
     for (sweep,), group in best.group_by(["sweep"], maintain_order=True):
         rows = group.sort("world_size").to_dicts()
-        for prev, cur in zip(rows, rows[1:]):
-            gpu_ratio = cur["world_size"] / prev["world_size"]
-            tps_ratio = cur["tokens_per_s"] / prev["tokens_per_s"]
-            out.append(
-                f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])} tokens/s "
-                f"{'rose' if tps_ratio >= 1 else 'fell'} to {tps_ratio:.2f}× for {gpu_ratio:g}× the GPUs: "
-                f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous GPU count, "
-                f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'])}; "
-                f"exposed communication went from {_pct(exposed.get(prev['run_id']))} to "
-                f"{_pct(exposed.get(cur['run_id']))} of the step.")
-        losing = [r for r in rows[1:] if (r["marginal_tokens_per_s_per_gpu"] or 0) <= 0]
-        if losing:
-            out.append(f"{sweep}: adding GPUs stops paying off at {_gpus(losing[0]['world_size'])}: the best run "
-                       f"there is slower than the best run at the next smaller GPU count.")
+        out += [s for prev, cur in zip(rows, rows[1:]) if (s := _step_finding(sweep, prev, cur, exposed))]
+        # where adding GPUs stops paying is the decision card's verdict (reports/card.py STOP_RULE),
+        # first among the findings: one rule, said once
     return out
 
 
 def layout_findings(data: ReportData) -> list[str]:
     out = []
-    df = data.layouts.filter((pl.col("layouts_at_size") > 1) & pl.col("tokens_per_s").is_not_null())
+    df = data.layouts.filter((pl.col("layouts_at_size") > 1) & pl.col("tokens_per_s").is_not_null()
+                             & pl.col("tokens_per_s").is_not_nan() & (pl.col("tokens_per_s") > 0))
     for (workload, gpus), group in df.group_by(["workload", "world_size"], maintain_order=True):
-        rows = group.sort("tokens_per_s", descending=True).to_dicts()
+        rows = group.sort(["tokens_per_s", "label"], descending=[True, False]).to_dicts()
         if len(rows) < 2:
             continue
         best, worst = rows[0], rows[-1]
-        out.append(f"{workload} at {_gpus(gpus)}: the fastest layout is {best['label']} with "
-                   f"{best['tokens_per_s']:,.0f} tokens/s, {best['tokens_per_s'] / worst['tokens_per_s']:.1f}× "
-                   f"the slowest of {len(rows)} ({worst['label']}).")
+        head = f"{workload} at {_gpus(gpus)}: "
+        if ratio(best["tokens_per_s"] / worst["tokens_per_s"]) == ratio(1.0):
+            out.append(head + f"the {len(rows)} layouts run at the same speed ({best['tokens_per_s']:,.0f} tokens/s).")
+            continue
+        out.append(head + f"the fastest layout is {best['label']} with {best['tokens_per_s']:,.0f} tokens/s, "
+                   f"{ratio(best['tokens_per_s'] / worst['tokens_per_s'])} the slowest of {len(rows)} "
+                   f"({worst['label']}).")
     return out
 
 
+def _group(name) -> str:
+    return "an unnamed process group" if name in (None, "unnamed group") else f"process group {name}"
+
+
 def comm_findings(data: ReportData) -> list[str]:
+    """The run with the most exposed communication (run_summary's exposed_comm_pct, the runs table's
+    column, over every run that has it: a run with one of several ranks traced included, said so),
+    its most exposed collective, and the run that waits most for a slower peer."""
     out = []
-    runs = data.runs.filter(pl.col("exposed_comm_pct").is_not_null() & (pl.col("ranks_traced") > 1))
-    if not runs.is_empty():
-        top = runs.sort("exposed_comm_pct", descending=True).row(0, named=True)
-        out.append(f"The most exposed communication is in run {top['run_id']} ({_gpus(top['world_size'])}): "
-                   f"{_pct(top['exposed_comm_pct'])} of the step.")
-    groups = data.exposed_by_group.filter(pl.col("run_id") == top["run_id"]) if not runs.is_empty() else None
-    if groups is not None and not groups.is_empty():
-        g = groups.sort("group_exposed_comm_pct", descending=True).row(0, named=True)
-        out.append(f"In run {g['run_id']}, {g['collective']} in process group {g['process_group']} is the most "
-                   f"exposed collective: {_pct(g['group_exposed_comm_pct'])} of the span (its kernels' exposed "
-                   "time per rank ÷ the rank's span, averaged over ranks; concurrent collectives each count).")
+    runs = data.runs.filter(pl.col("exposed_comm_pct").is_not_null() & pl.col("exposed_comm_pct").is_not_nan()
+                            & (pl.col("exposed_comm_pct") > 0))
+    top = runs.sort(["exposed_comm_pct", "run_id"], descending=[True, False]).row(0, named=True) \
+        if not runs.is_empty() else None
+    if top is not None:
+        traced, world = top.get("ranks_traced"), top.get("world_size")
+        partly = (f"; {traced} of its {world} ranks traced" if present(traced) and present(world) and traced < world
+                  else "")
+        out.append(f"The most exposed communication is in run {top['run_id']} ({_gpus(world)}{partly}): "
+                   f"{_pct(top['exposed_comm_pct'])} of the step (mean over ranks).")
+        groups = data.exposed_by_group.filter((pl.col("run_id") == top["run_id"])
+                                              & pl.col("group_exposed_comm_pct").is_not_nan()
+                                              & (pl.col("group_exposed_comm_pct") > 0))
+        if not groups.is_empty():
+            g = groups.sort("group_exposed_comm_pct", descending=True).row(0, named=True)
+            what = g["collective"] if g["collective"] not in (None, "?") else "collectives of unknown type"
+            out.append(f"In run {g['run_id']}, {what} in {_group(g['process_group'])} is the most exposed "
+                       f"collective: {_pct(g['group_exposed_comm_pct'])} of the span (its kernels' exposed time per "
+                       "rank ÷ the rank's span, averaged over ranks; concurrent collectives each count).")
     waits = data.rank_wait.filter(pl.col("num_collectives") > 0)
     if not waits.is_empty():
-        per_run = waits.group_by("run_id").agg(
+        per_run = (waits.group_by("run_id").agg(
             pl.col("wait_ns").sum(), pl.col("comm_ns").sum(),
-            pl.col("rank").sort_by("straggler_count").last().alias("straggler"),
+            pl.col("rank").sort_by(["straggler_count", "rank"], descending=[True, False]).first().alias("straggler"),
             pl.col("straggler_count").max(), pl.col("num_collectives").max())
-        worst = per_run.with_columns(share=100 * pl.col("wait_ns") / pl.col("comm_ns")) \
-            .sort("share", descending=True).row(0, named=True)
-        if worst["share"] and worst["share"] > 0:
-            out.append(f"In run {worst['run_id']}, {_pct(worst['share'])} of communication time is waiting "
-                       f"for a slower peer; rank {worst['straggler']} arrived last in "
-                       f"{worst['straggler_count']} of {worst['num_collectives']} collectives.")
+            .filter(pl.col("comm_ns") > 0)
+            .with_columns(share=100 * pl.col("wait_ns") / pl.col("comm_ns"))
+            .filter(pl.col("share").is_not_nan() & (pl.col("share") > 0)))
+        if not per_run.is_empty():
+            worst = per_run.sort(["share", "run_id"], descending=[True, False]).row(0, named=True)
+            text = (f"In run {worst['run_id']}, {_pct(worst['share'])} of communication time is waiting for a "
+                    "slower peer")
+            if worst["straggler_count"]:
+                text += (f"; rank {worst['straggler']} arrived last in {worst['straggler_count']} of "
+                         f"{worst['num_collectives']} collectives")
+            out.append(text + ".")
     return out
 
 
 def run_findings(data: ReportData) -> list[str]:
-    mfu = data.runs.filter(pl.col("mfu_pct").is_not_null())
+    mfu = data.runs.filter(pl.col("mfu_pct").is_not_null() & pl.col("mfu_pct").is_not_nan())
     if mfu.height < 2:
         return []
-    lo, hi = mfu.sort("mfu_pct").row(0, named=True), mfu.sort("mfu_pct").row(-1, named=True)
+    ordered = mfu.sort(["mfu_pct", "run_id"])
+    lo, hi = ordered.row(0, named=True), ordered.row(-1, named=True)
+    if f"{lo['mfu_pct']:.1f}" == f"{hi['mfu_pct']:.1f}":
+        return [f"MFU is {hi['mfu_pct']:.1f} % in {'both' if mfu.height == 2 else f'all {mfu.height}'} runs "
+                "that have one."]
     return [f"MFU ranges from {lo['mfu_pct']:.1f} % ({lo['run_id']}) to {hi['mfu_pct']:.1f} % ({hi['run_id']})."]
 
 
@@ -96,7 +148,8 @@ def why_findings(data: ReportData) -> list[str]:
     EXTRA_SENTENCES (host-bound idle, compute efficiency: reports/efficiency.py)."""
     from scaletrace.reports.explain import cause_sentence
 
-    rows = data.attribution.iter_rows(named=True) if not data.attribution.is_empty() else []
+    rows = (data.attribution.sort("efficiency_lost_pts", descending=True, nulls_last=True).iter_rows(named=True)
+            if not data.attribution.is_empty() else [])  # ranked by the efficiency points they explain
     return [s for row in rows if (s := cause_sentence(row, data.attribution_by_group))] + data.why_more
 
 
@@ -105,6 +158,12 @@ def projection_findings(data: ReportData) -> list[str]:
     return list(getattr(data, "projection_notes", []))
 
 
+def card_findings(data: ReportData) -> list[str]:
+    """The decision card's verdicts (reports/card.py): where adding GPUs stops paying, per sweep."""
+    return [v.sentence for v in data.card.verdicts] if data.card is not None else []
+
+
 def findings(data: ReportData) -> list[str]:
-    return (scaling_findings(data) + why_findings(data) + layout_findings(data) + comm_findings(data)
-            + run_findings(data) + projection_findings(data))
+    """The verdicts first, then the causes ranked by the efficiency points they explain, then the rest."""
+    return (card_findings(data) + why_findings(data) + scaling_findings(data) + layout_findings(data)
+            + comm_findings(data) + run_findings(data) + projection_findings(data))

@@ -15,6 +15,7 @@ from functools import lru_cache
 import polars as pl
 
 from scaletrace.reports.device_share import SLIVER_PCT
+from scaletrace.reports.words import duration, share
 
 SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
     "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
@@ -27,7 +28,16 @@ SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
 }
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+li, p, h3 { overflow-wrap: anywhere; } .scroll, .vega, .static { max-width: 100%; overflow-x: auto; }
+nav#toc { font-size: 0.9em; } nav#toc h2 { font-size: 1.1em; margin-bottom: 0.2em; }
+ol.toc { display: flex; flex-wrap: wrap; gap: 0 2.2em; padding-left: 1.2em; margin: 0.2em 0; }
+ul.toc.figs { columns: 3; padding-left: 0; margin: 0.4em 0; } ul.toc li { list-style: none; margin: 0.1em 0; }
+ul.toc li.sec { font-weight: 600; break-after: avoid; } td { white-space: nowrap; }
+#card { border: 2px solid #333; border-radius: 6px; padding: 0.3em 1em 0.6em; margin: 1em 0 2em; }
+#card h2 { margin-top: 0.4em; } ul.verdict li { font-size: 1.05em; } table.card td, table.card th { white-space: nowrap; }
+th { vertical-align: bottom; } table.card th:nth-child(n+3) { white-space: normal; } .base { color: #666; font-size: 0.9em; }
+td.name { text-align: left; max-width: 28em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 h1 { margin-bottom: 0.2em; } .sub { color: #666; margin-top: 0; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
@@ -151,19 +161,74 @@ def _section_head(heading: str, sentences: list[str]) -> str:
         (f'<ul class="why">{items}</ul>' if items else "")
 
 
+def kernels_table(kernels: pl.DataFrame) -> str:
+    """The top-kernels table (kernel_summary): per card run, its kernels with the most GPU time."""
+    if kernels is None or kernels.is_empty():
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("run", "kernel (base name)", "kind", "family", "launches",
+                                             "total time", "mean", "share of kernel time"))
+    rows = "".join(
+        "<tr>" + f"<td>{html.escape(str(r['run_id']))}</td>"
+        + f'<td class="name" title="{html.escape(str(r["name"]))}">{html.escape(str(r["short_name"] or r["name"]))}</td>'
+        + f"<td>{html.escape(str(r['kind']))}</td>"
+        + f"<td>{html.escape(str(r['family']))}"
+        + (f' <span class="base">({html.escape(BASIS_WORDS.get(r["family_basis"], str(r["family_basis"])))})</span>'
+           if r.get("family_basis") else "") + "</td>"
+        + f"<td>{r['launches']:,}</td><td>{html.escape(duration(r['total_ns']) or '–')}</td>"
+        + f"<td>{html.escape(duration(r['mean_ns']) or '–')}</td>"
+        + f"<td>{html.escape(share(r['time_pct_of_kernel_time']) or '–')}</td></tr>"
+        for r in kernels.iter_rows(named=True))
+    return (f'<h2 class="section" id="top-kernels">Top kernels</h2><div class="scroll"><table class="kernels">'
+            f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+            f'<p class="legend">{html.escape(KERNELS_LEGEND)}</p>')
+
+
+BASIS_WORDS = {"op": "from its launching op", "name": "from its name"}
+KERNELS_LEGEND = ("For the fastest run of each sweep at each GPU count (the decision card's runs): its kernels "
+                  "with the most GPU time (query kernel_summary), summed over every rank and the whole trace; "
+                  "share = that kernel's time ÷ the run's summed device-event time (concurrent kernels each "
+                  "count, so it is a share of kernel time, not of the step). The family comes from the op that "
+                  "launched the kernel, else from its base name; hover a name for the full one.")
+
+
+def _anchor(text: str) -> str:
+    return "-".join(text.lower().split())
+
+
 def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
            charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = (),
            sections: dict[str, tuple[str, list[str]]] | None = None,
-           run_sentences: pl.DataFrame | None = None) -> str:
-    """charts: (key, title, caption, Vega-Lite spec); warnings: shown above the findings; sections:
-    chart key -> (heading, sentences) shown before that chart (the first of a report section);
-    run_sentences: every run's own sentences, after the runs table (run_id, about, sentence)."""
-    sections = sections or {}
+           run_sentences: pl.DataFrame | None = None, card=None, kernels: pl.DataFrame | None = None,
+           svgs: dict[str, str] | None = None) -> str:
+    """charts: (key, title, caption, Vega-Lite spec), numbered in order; warnings: shown above the
+    findings; sections: chart key -> (heading, sentences) shown before that chart (the first of a
+    report section); run_sentences: every run's own sentences, after the runs table (run_id, about,
+    sentence); card: the decision card (reports/card.py), first; kernels: the top-kernels table's rows
+    (kernel_summary); svgs: chart key -> static SVG, shown inside <noscript> (JavaScript off)."""
+    from scaletrace.reports.card import card_html
+
+    sections, svgs = sections or {}, svgs or {}
     items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
-    body = "".join(
-        (_section_head(*sections[k]) if k in sections else "") +
-        f'<section class="chart"><h2>{html.escape(t)}</h2><div id="chart-{html.escape(k)}"></div>'
-        f'<p class="caption">{html.escape(c)}</p></section>' for k, t, c, _ in charts)
+    toc = [("card", "Decision")] if card is not None else []
+    toc += ([("sec-warnings", "Warnings")] if warnings else []) + [("sec-findings", "Findings"), ("sec-runs", "Runs")]
+    toc += [("top-kernels", "Top kernels")] if kernels is not None and not kernels.is_empty() else []
+    toc += [("run-by-run", "Run by run")] if run_sentences is not None and not run_sentences.is_empty() else []
+    figures, body = [], []
+    for n, (k, t, c, _) in enumerate(charts, 1):
+        if k in sections:
+            body.append(_section_head(*sections[k]))
+            figures.append((_anchor(sections[k][0]), sections[k][0], None))
+        figures.append((f"fig-{k}", f"{n}. {t}", n))
+        static = (f'<noscript><div class="static">{svgs[k]}</div></noscript>' if k in svgs else
+                  "<noscript><p class=\"note\">This chart needs JavaScript.</p></noscript>")
+        body.append(f'<section class="chart" id="fig-{html.escape(k)}"><h2>{html.escape(f"{n}. {t}")}</h2>'
+                    f'<div class="vega" id="chart-{html.escape(k)}"></div>{static}'
+                    f'<p class="caption">{html.escape(c)}</p></section>')
+    if notes:
+        figures.append(("sec-notes", "Not shown", None))
+    nav = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(t)}</a></li>' for a, t in toc)
+    nav_figs = "".join(f'<li class="{"fig" if n else "sec"}"><a href="#{html.escape(a)}">{html.escape(t)}</a></li>'
+                       for a, t, n in figures)
     warn_items = "".join(f'<li class="warn">{html.escape(w)}</li>' for w in warnings)
     note_items = "".join(f'<li class="note">{html.escape(n)}</li>' for n in notes)
     specs = script_json({k: spec for k, _, _, spec in charts})
@@ -175,12 +240,15 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
 <script>{vega_bundle()}</script>
 </head><body>
 <h1>{html.escape(title)}</h1><p class="sub">{html.escape(subtitle)}</p>
-{f'<h2>Warnings</h2><ul id="warnings">{warn_items}</ul>' if warnings else ''}
-<h2>Findings</h2><ul id="findings">{items}</ul>
-<h2>Runs</h2>{summary_table(runs)}<p class="legend">{html.escape(TABLE_LEGEND)}</p>
+<nav id="toc"><h2>Contents</h2><ol class="toc">{nav}</ol><ul class="toc figs">{nav_figs}</ul></nav>
+{card_html(card) if card is not None else ''}
+{f'<div id="sec-warnings"><h2>Warnings</h2><ul id="warnings">{warn_items}</ul></div>' if warnings else ''}
+<div id="sec-findings"><h2>Findings</h2><ul id="findings">{items}</ul></div>
+<div id="sec-runs"><h2>Runs</h2><div class="scroll">{summary_table(runs)}</div><p class="legend">{html.escape(TABLE_LEGEND)}</p></div>
+{kernels_table(kernels)}
 {run_sections(run_sentences) if run_sentences is not None else ''}
-{body}
-{f'<h2>Not shown</h2><ul id="notes">{note_items}</ul>' if notes else ''}
+{"".join(body)}
+{f'<div id="sec-notes"><h2>Not shown</h2><ul id="notes">{note_items}</ul></div>' if notes else ''}
 <script type="application/json" id="specs">{specs}</script>
 <script>
 const specs = JSON.parse(document.getElementById("specs").textContent);
