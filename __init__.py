@@ -19,7 +19,6 @@ start-up) does not pay for polars, altair or torch until they are needed.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 INTERRUPTED_LINE, INTERRUPTED_STATUS = "interrupted", 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -35,7 +34,9 @@ def _interrupted_at_start(signum, frame) -> None:
 # The console entry point (pip's script imports scaletrace.cli, which imports this first): Ctrl-C is
 # one line and exit 130 from here on; the command group hands it back to KeyboardInterrupt (cli.py).
 if sys.argv and os.path.basename(sys.argv[0]) == "scaletrace":
-    signal.signal(signal.SIGINT, _interrupted_at_start)
+    import _signal  # built in: `signal` itself takes ~10 ms to import (its enums), a window for Ctrl-C
+
+    _signal.signal(_signal.SIGINT, _interrupted_at_start)
 
 import importlib  # noqa: E402
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import polars as pl
 
 from scaletrace import queries
-from scaletrace.pipeline import sandbox
+from scaletrace.pipeline import limits, sandbox
 from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting, register_definitions
 
 # Query parameters that must name something in the database, so that a typo is an
@@ -18,6 +21,77 @@ KNOWN_VALUES = {
     "workload": ("sweep (workload)", "workloads", "SELECT DISTINCT workload FROM runs WHERE workload IS NOT NULL ORDER BY 1"),
 }
 MAX_LISTED = 20  # known values named in one error line
+READER_MEMORY_FRACTION = 4  # a reading connection's DuckDB memory_limit: this share of the machine's memory
+INTERRUPT_WAIT_S = 5.0  # after an interrupt, how long to wait for DuckDB to stop before going on without it
+BATCH_ROWS = 65_536  # rows per batch of a streamed result (Database.stream)
+# DuckDB types polars cannot take (or that may hold values it cannot, e.g. an infinite DATE), shown
+# as DuckDB's own text; per output format, nested values and BLOBs its writers cannot write.
+AS_TEXT = {"interval", "union", "bit", "date", "time", "time with time zone", "timestamp", "timestamp_s",
+           "timestamp_ms", "timestamp_ns", "timestamp with time zone", "map", "uhugeint", "varint", "bignum"}
+AS_TEXT_FOR = {"csv": {"list", "struct", "array", "blob"}, "json": {"blob"}}
+
+
+class QueryTimeout(queries.QueryError):
+    """A query ran past its time limit (``timeout_s``) and was stopped."""
+
+
+def reader_memory_limit() -> str:
+    """DuckDB's memory_limit for reading connections (its own default is 80 % of the machine)."""
+    return f"{(limits.physical_memory_bytes() or 8 << 30) // READER_MEMORY_FRACTION // (1 << 20)}MiB"
+
+
+def guarded(con: duckdb.DuckDBPyConnection, work: Callable, timeout_s: float | None):
+    """``work()`` (which runs queries on ``con``) in a thread, so that Ctrl-C (KeyboardInterrupt in
+    this thread) and the time limit always stop it: DuckDB's own check for Ctrl-C misses some.
+    Either interrupts ``con``; past the limit, QueryTimeout."""
+    outcome: dict = {}
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can leave is_alive() wrong
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001  handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+            _RUNNING.discard(done)
+
+    _RUNNING.add(done)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    threading.Thread(target=run, name="scaletrace-query", daemon=True).start()
+    try:
+        while not done.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                _stop(con, done)
+                raise QueryTimeout(f"stopped after {timeout_s:g} s, the time limit (--timeout SECONDS to change it)")
+            done.wait(left)
+    except KeyboardInterrupt:
+        _stop(con, done)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+_RUNNING: set = set()  # the done events of queries not finished yet
+
+
+def _stop(con: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Interrupt ``con`` until its query is done (an interrupt before the query starts is lost), for
+    at most INTERRUPT_WAIT_S; Ctrl-C meanwhile is ignored (the first one is being handled)."""
+    deadline = time.monotonic() + INTERRUPT_WAIT_S
+    while not done.is_set() and time.monotonic() < deadline:
+        con.interrupt()
+        try:
+            done.wait(0.05)
+        except KeyboardInterrupt:
+            pass
+
+
+def query_running() -> bool:
+    """A query thread that did not stop when interrupted (the process must exit without waiting)."""
+    return bool(_RUNNING)
 
 
 class Database:
@@ -30,16 +104,20 @@ class Database:
     >>> db.query("rank_breakdown", run_id="param-dlrm-8rank")
     """
 
-    def __init__(self, path: str | Path, wait_s: float = 10.0):
+    def __init__(self, path: str | Path, wait_s: float = 10.0, timeout_s: float | None = None):
         self.path = Path(path)
+        self.timeout_s = timeout_s  # each query's time limit (None: none); Ctrl-C stops one either way
         if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
             from scaletrace.pipeline.export import open_parquet
 
             self.con = open_parquet(self.path)
+            self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
             return
         if not self.path.is_file():
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
         self.con = connect_waiting(self.path, read_only=True, wait_s=wait_s)
+        # SET, not connect's config: a connection to a file open in this process must match its config
+        self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
         try:
             self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
@@ -91,30 +169,86 @@ class Database:
         """Run one ad-hoc SQL statement; the connection is read-only, so it cannot change the database.
 
         Several statements are refused: DuckDB would run them all and return only the last result.
+        Repeated column names get ``_2``, ``_3``; values polars cannot take (INTERVAL, UNION, an
+        infinite DATE) are DuckDB's text.
         """
+        self.sql_check(text)  # and no file but the database (ATTACH, COPY TO, readers)
+        return self._run(text, params, showable=True)
+
+    def stream(self, text: str, on_batch: Callable[[pl.DataFrame], None], fmt: str = "table",
+               columns: list[str] | None = None, batch_rows: int = BATCH_ROWS) -> list[str]:
+        """Run one ad-hoc read-only statement (as :meth:`sql`) and hand its result to ``on_batch`` in
+        DataFrames of up to ``batch_rows`` rows, never all of it at once; returns the column names.
+        Values ``fmt``'s writer cannot take are DuckDB's text; repeated column names get ``_2``, ``_3``."""
+        self.sql_check(text)
+
+        def work() -> list[str]:
+            rel = self.con.sql(text)
+            if rel is None:  # a statement with no result set
+                return []
+            rel = self._showable(rel, fmt, columns)
+            reader = rel.to_arrow_reader(batch_rows)
+            for batch in reader:
+                on_batch(_to_polars(batch))
+            return rel.columns
+
+        return self._guard(work)
+
+    def sql_check(self, text: str) -> None:
+        """Refuse what :meth:`sql` refuses (not one statement, not a query) and fence the connection."""
         try:
             statements = duckdb.extract_statements(text)
         except duckdb.Error as exc:
             raise queries.QueryError(_first_line(exc)) from None
-        count = len(statements)
-        if count != 1:
-            raise queries.QueryError(f"give exactly one SQL statement, got {count}"
-                                     + (" (run them one at a time)" if count else ""))
-        sandbox.check_reads(statements[0])  # and no file but the database (ATTACH, COPY TO, readers)
+        if len(statements) != 1:
+            raise queries.QueryError(f"give exactly one SQL statement, got {len(statements)}"
+                                     + (" (run them one at a time)" if statements else ""))
+        sandbox.check_reads(statements[0])
         sandbox.fence(self.con, self.path if self.path.is_dir() else None)
-        return self._run(text, params)
 
-    def _run(self, text: str, params) -> pl.DataFrame:
-        try:
+    def _run(self, text: str, params, showable: bool = False) -> pl.DataFrame:
+        def work() -> pl.DataFrame:
             rel = self.con.sql(text, params=params or None)
             if rel is None:  # a statement with no result set
                 return pl.DataFrame()
-            return pl.from_arrow(rel.to_arrow_table())
+            return _to_polars(self._showable(rel) if showable else rel)
+
+        return self._guard(work)
+
+    def _guard(self, work: Callable):
+        try:
+            return guarded(self.con, work, self.timeout_s)
         except duckdb.Error as exc:
             raise queries.QueryError(_first_line(exc)) from None
 
+    @staticmethod
+    def _showable(rel: duckdb.DuckDBPyRelation, fmt: str = "table", columns: list[str] | None = None
+                  ) -> duckdb.DuckDBPyRelation:
+        """``rel`` with repeated column names made unique and the values polars (or ``fmt``'s
+        writer) cannot take cast to text; only ``columns`` where given (a user mistake: QueryError)."""
+        text_ids = AS_TEXT | AS_TEXT_FOR.get(fmt, set())
+        names, seen = [], {}
+        for name in rel.columns:
+            seen[name] = seen.get(name, 0) + 1
+            names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+        picked = list(range(len(names)))
+        if columns is not None:
+            unknown = [c for c in columns if c not in names]
+            if unknown or not columns:
+                raise queries.QueryError(f"the result has no column {', '.join(unknown) or '(none given)'}; "
+                                         f"its columns: {', '.join(names)}")
+            picked = [names.index(c) for c in columns]
+        exprs = []
+        for i in picked:
+            ref = f"#{i + 1}" + ("::VARCHAR" if rel.types[i].id in text_ids else "")
+            exprs.append(f'{ref} AS "{names[i].replace(chr(34), chr(34) * 2)}"')
+        if names == rel.columns and picked == list(range(len(names))) and not any("::" in e for e in exprs):
+            return rel
+        return rel.project(", ".join(exprs))
+
     def close(self) -> None:
-        self.con.close()
+        if not query_running():  # a query that ignored its interrupts keeps the connection busy
+            self.con.close()
 
     def __enter__(self) -> "Database":
         return self
@@ -123,6 +257,20 @@ class Database:
         self.close()
 
 
-def connect(path: str | Path = "scaletrace.duckdb", wait_s: float = 10.0) -> Database:
-    """Open read-only; waits up to ``wait_s`` seconds while an ingest holds the file."""
-    return Database(path, wait_s)
+def _to_polars(data) -> pl.DataFrame:
+    """A relation's result or one Arrow batch as polars; what polars still cannot take is one line."""
+    try:
+        table = data.to_arrow_table() if isinstance(data, duckdb.DuckDBPyRelation) else data
+        return pl.from_arrow(table)
+    except duckdb.Error:
+        raise
+    except Exception as exc:  # noqa: BLE001  polars / pyarrow: a type they cannot convert
+        raise queries.QueryError(f"cannot show this result ({type(exc).__name__}: {_first_line(exc)}); "
+                                 "cast the column, e.g. col::VARCHAR") from None
+
+
+def connect(path: str | Path = "scaletrace.duckdb", wait_s: float = 10.0, timeout_s: float | None = None
+            ) -> Database:
+    """Open read-only; waits up to ``wait_s`` seconds while an ingest holds the file; each query
+    stops after ``timeout_s`` seconds (None: no limit) with QueryTimeout."""
+    return Database(path, wait_s, timeout_s)

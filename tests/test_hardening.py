@@ -71,3 +71,185 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, delay_s):
     rc, _, err = _interrupt_after(delay_s, "ingest", str(FIXTURES), "--db", str(tmp_path / "t.duckdb"))
     assert rc == 130, err
     assert err.count("\n") == 1 and err.startswith("interrupted"), err
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    from scaletrace.pipeline import ingest
+
+    db = tmp_path_factory.mktemp("hardening") / "t.duckdb"
+    report = ingest([FIXTURES / "micro-2rank"], db=db, workers=1)
+    assert not report.errors
+    return db
+
+
+FOREVER = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+
+
+def test_sql_stops_at_its_time_limit(small_db):
+    import time
+
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["sql", FOREVER, "--db", str(small_db), "--timeout", "0.5"])
+    assert result.exit_code == 1, result.output
+    assert result.output.count("\n") == 1 and "stopped after 0.5 s, the time limit" in result.output
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_timeout_must_be_positive(small_db, command):
+    target = "SELECT 1" if command == "sql" else "run_summary"
+    result = CliRunner().invoke(main, [command, target, "--db", str(small_db), "--timeout", "0"])
+    assert result.exit_code == 2 and "--timeout" in result.output
+
+
+def test_query_runs_under_its_time_limit(small_db, monkeypatch):
+    from scaletrace.pipeline import db as db_module
+
+    seen = []
+    real = db_module.connect
+    monkeypatch.setattr(db_module, "connect", lambda path, **kw: seen.append(kw) or real(path, **kw))
+    result = CliRunner().invoke(main, ["query", "run_summary", "--db", str(small_db), "--timeout", "7"])
+    assert result.exit_code == 0, result.output
+    assert seen == [{"timeout_s": 7.0}]
+    with db_module.connect(small_db, timeout_s=0.3) as database, pytest.raises(db_module.QueryTimeout):
+        database._run(FOREVER, None)
+
+
+@pytest.mark.parametrize("delay_s", [1.0, 2.5])
+def test_ctrl_c_stops_a_long_sql_with_one_line(small_db, delay_s):
+    import time
+
+    started = time.monotonic()
+    rc, out, err = _interrupt_after(delay_s, "sql", FOREVER, "--db", str(small_db))
+    assert rc == 130, err
+    assert err == "interrupted\n" and out == ""
+    assert time.monotonic() - started < delay_s + 10  # stopped, not run to the 60 s limit
+
+
+def test_a_reader_blocks_an_ingest_no_longer_than_its_time_limit(small_db, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    db = tmp_path / "t.duckdb"
+    shutil.copy(small_db, db)
+    reader = subprocess.Popen([sys.executable, "-m", "scaletrace.cli", "sql", FOREVER, "--db", str(db),
+                               "--timeout", "4"], stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)  # the reader holds the database now
+    started = time.monotonic()
+    writer = _scaletrace("ingest", str(FIXTURES / "micro-overlap*"), "--db", str(db), env={"COLUMNS": "200"})
+    waited = time.monotonic() - started
+    reader.wait(timeout=60)
+    assert "stopped after 4 s" in reader.stderr.read()
+    assert writer.returncode in (0, 1) and "in use by" not in writer.stderr, writer.stderr
+    assert waited < 30  # not the writer's 300 s
+    del os
+
+
+AWKWARD = [
+    "SELECT * FROM traces JOIN device_events USING (trace_id) LIMIT 3",  # run_id, rank, ... twice
+    "SELECT INTERVAL 1 DAY AS i, INTERVAL '3 months 2 hours' AS j",
+    "SELECT 'infinity'::DATE AS d, '-infinity'::TIMESTAMP AS t, 'infinity'::TIMESTAMPTZ AS tz",
+    "SELECT union_value(k := 1) AS u",
+    "SELECT [1, 2] AS l, {'a': 1, 'b': [2]} AS s, map([1], ['x']) AS m, [1, 2]::INTEGER[2] AS a",
+    "SELECT 'a\\x00b'::BLOB AS b, '\\xff'::BLOB AS c",
+    "SELECT '101'::BIT AS bits, 170141183460469231731687303715884105727::HUGEINT AS h",
+]
+
+
+@pytest.mark.parametrize("fmt", ["table", "line", "csv", "json"])
+@pytest.mark.parametrize("statement", AWKWARD)
+def test_sql_shows_what_polars_cannot_take(small_db, statement, fmt):
+    import json
+
+    result = CliRunner().invoke(main, ["sql", statement, "--db", str(small_db), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    if fmt == "json":
+        rows = json.loads(result.output)
+        assert rows and len(set(rows[0])) == len(rows[0])
+    if fmt == "csv":
+        header = result.output.splitlines()[0].split(",")
+        assert len(set(header)) == len(header)
+
+
+def test_repeated_column_names_are_numbered(small_db):
+    result = CliRunner().invoke(main, ["sql", "SELECT 1 AS a, 2 AS a, 3 AS a", "--db", str(small_db),
+                                       "--format", "csv"])
+    assert result.output == "a,a_2,a_3\n1,2,3\n"
+
+
+def test_sql_streams_in_batches(small_db):
+    from scaletrace.pipeline.db import connect
+
+    batches = []
+    with connect(small_db) as database:
+        names = database.stream("SELECT * FROM range(200000)", batches.append, "csv", batch_rows=50_000)
+    assert names == ["range"]
+    assert len(batches) >= 4 and max(b.height for b in batches) <= 50_000
+    assert sum(b.height for b in batches) == 200_000
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "line"])
+def test_streamed_output_is_whole(small_db, fmt):
+    import json
+
+    result = CliRunner().invoke(main, ["sql", "SELECT range AS n FROM range(150000)", "--db", str(small_db),
+                                       "--format", fmt])
+    assert result.exit_code == 0
+    if fmt == "csv":
+        assert result.output.splitlines() == ["n", *map(str, range(150000))]
+    elif fmt == "json":
+        assert [r["n"] for r in json.loads(result.output)] == list(range(150000))
+    else:
+        assert result.output.split("\n\n")[-1].strip() == "n: 149999" and result.output.count("n: ") == 150000
+
+
+def test_a_table_shows_the_first_rows_and_says_how_many_more(small_db):
+    result = CliRunner().invoke(main, ["sql", "SELECT range AS n FROM range(1000)", "--db", str(small_db)])
+    assert result.exit_code == 0
+    assert "│ 199 " in result.output and "│ 200 " not in result.output
+    assert "800 more rows not shown" in result.output
+
+
+EVIL = "\x1b]0;pwned\x07\x1b[31mred\r\nX"  # an OSC title, an SGR colour, a CR/LF breaking the line
+
+
+@pytest.fixture(scope="module")
+def evil_db(tmp_path_factory):
+    import json
+    import shutil
+
+    from scaletrace.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("evil")
+    for size in (1, 2):  # two runs of one sweep: explain compares them
+        run = root / f"r{size}"
+        shutil.copytree(FIXTURES / "micro-2rank", run)
+        (run / "run.json").write_text(json.dumps({"run_id": f"run{size}{EVIL}", "workload": f"w{EVIL}"}))
+    db = root / "t.duckdb"
+    report = ingest([root], db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    return db
+
+
+@pytest.mark.parametrize("command", [["report", "-o", "{tmp}/r.html"], ["explain"], ["explain", "--format", "line"],
+                                     ["query", "run_summary"], ["sql", "SELECT run_id, workload FROM runs"]])
+def test_no_terminal_escape_reaches_the_terminal(evil_db, tmp_path, command, monkeypatch):
+    # vl-convert panics (aborting the process) on a control character in a chart's text: the
+    # report's static SVG fallbacks are left out here (reported; not this test's subject)
+    monkeypatch.setattr("scaletrace.reports.static_svgs", lambda drawn: {}, raising=False)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    result = CliRunner().invoke(main, [*args, "--db", str(evil_db)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\r" not in result.output and "\x07" not in result.output
+    assert "\\x1b" in result.output or command[0] == "report"  # shown, escaped (the report: no headline here)
+
+
+def test_every_stdout_line_goes_through_the_one_escaping(capsys):
+    from scaletrace import cli
+
+    cli.echo(f"best: run{EVIL}")
+    assert capsys.readouterr().out == "best: run\\x1b]0;pwned\\x07\\x1b[31mred\\r\\nX\n"
