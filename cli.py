@@ -230,9 +230,15 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     except RulesError as exc:
         fail(str(exc))
     try:
-        max_trace_bytes = limits.parse_size(max_trace_size) if max_trace_size else None
+        max_trace_bytes = limits.parse_size(max_trace_size) if max_trace_size is not None else None
+        if max_trace_bytes is not None and max_trace_bytes <= 0:  # 0 used to mean the default, silently
+            raise ValueError(f"wants a size above zero (e.g. 2G, 500M), got {max_trace_size!r}")
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-trace-size") from None
+    if not parquet and (not str(db).strip() or str(db).startswith(":memory:")):
+        # DuckDB would ingest into a throw-away in-memory database (and each file fail on its tables)
+        raise click.BadParameter(f"{db!r} is not a usable database path: give a file, e.g. --db runs.duckdb",
+                                 param_hint="--db")
     if parquet and ctx.get_parameter_source("db") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("give --db (a DuckDB file) or --parquet DIR (a Parquet dataset), not both")
     if engine == "ray" and not parquet:
@@ -257,11 +263,11 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         json_bytes += outcome.json_bytes
         ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
-            line = outcome.line()
+            line = _outcome_line(outcome)
         elif quiet:
             return
         elif outcome.status == "note":
-            line = "note: " + outcome.line()
+            line = "note: " + _outcome_line(outcome)
         elif outcome.warning:
             line = f"note: {outcome.path}: {outcome.warning}"
         else:
@@ -305,6 +311,11 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     if not counts["ok"] and not counts["unchanged"]:
         _say_if_empty(target)
     sys.exit(1 if report.errors else 0)
+
+
+def _outcome_line(outcome) -> str:
+    """A file's line, its reason cut at oneline.MAX_MESSAGE_CHARS whichever ingest (DuckDB, Parquet, Ray) made it."""
+    return f"{outcome.path}: {oneline.one_line(outcome.message)}"
 
 
 def _say_if_empty(db) -> None:
@@ -746,7 +757,7 @@ def card(db, runs, fmt) -> None:
 
 def _say_errors(outcome) -> None:
     if outcome.status == "error":
-        say(outcome.line())
+        say(_outcome_line(outcome))
 
 
 @main.command(name="run", context_settings=CONTEXT)

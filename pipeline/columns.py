@@ -125,6 +125,9 @@ def _times(index: int, ev: Event) -> tuple[int, int]:
     if not (-INT64_MAX <= ts <= INT64_MAX and 0 <= dur <= INT64_MAX):
         if dur < 0:
             raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): negative duration {ev.dur} µs")
+        if dur > INT64_MAX:
+            raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): duration {ev.dur} µs is beyond "
+                             "64-bit nanoseconds")
         raise TraceError(f"event #{index} ({ev.cat} {ev.name!r}): timestamp {ev.ts} µs is beyond "
                          "64-bit nanoseconds")
     return ts, dur

@@ -31,10 +31,16 @@ class QueryError(ValueError):
     """An unknown query, a malformed query file or bad parameters."""
 
 
+BIGINT_RANGE = (-(2**63), 2**63 - 1)  # what DuckDB's BIGINT holds (a wider value would bind as another type)
+
+
 def _to_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(value)
-    return int(value)
+    number = int(value)
+    if not BIGINT_RANGE[0] <= number <= BIGINT_RANGE[1]:
+        raise ValueError(value)
+    return number
 
 
 def _to_str(value: object) -> str:

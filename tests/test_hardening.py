@@ -253,3 +253,47 @@ def test_every_stdout_line_goes_through_the_one_escaping(capsys):
 
     cli.echo(f"best: run{EVIL}")
     assert capsys.readouterr().out == "best: run\\x1b]0;pwned\\x07\\x1b[31mred\\r\\nX\n"
+
+
+@pytest.mark.parametrize("db", ["", "  ", ":memory:", ":memory:x"])
+def test_ingest_refuses_a_db_path_that_is_not_a_file(db):
+    result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--db", db])
+    assert result.exit_code == 2 and "not a usable database path" in result.output
+    assert "does not exist" not in result.output
+
+
+@pytest.mark.parametrize("size", ["0", "0M", "0.0G"])
+def test_max_trace_size_zero_is_refused(tmp_path, size):
+    result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--db", str(tmp_path / "t.duckdb"),
+                                       "--max-trace-size", size])
+    assert result.exit_code == 2 and "--max-trace-size" in result.output and "above zero" in result.output
+
+
+def test_a_duration_beyond_64_bit_ns_is_named(tmp_path):
+    from conftest import kernel, write_trace
+
+    write_trace(tmp_path / "run" / "rank0.json", [kernel("k", 1000, 2**62)], rank=0)
+    result = CliRunner().invoke(main, ["ingest", str(tmp_path / "run"), "--db", str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 1
+    assert f"duration {2**62} µs is beyond 64-bit nanoseconds" in result.output and "timestamp" not in result.output
+
+
+@pytest.mark.parametrize("parquet", [False, True])
+def test_error_lines_are_cut_at_500_characters(tmp_path, parquet):
+    from conftest import kernel, write_trace
+
+    from scaletrace.pipeline.oneline import MAX_MESSAGE_CHARS
+
+    write_trace(tmp_path / "run" / "rank0.json", [kernel("n" * 5000, 1000, -5)], rank=0)
+    target = ["--parquet", str(tmp_path / "pq")] if parquet else ["--db", str(tmp_path / "t.duckdb")]
+    result = CliRunner().invoke(main, ["ingest", str(tmp_path / "run"), *target])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if "rank0.json" in line]
+    assert lines and all(len(line) <= len(str(tmp_path / "run" / "rank0.json")) + 2 + MAX_MESSAGE_CHARS + 10
+                         for line in lines), [len(line) for line in lines]
+
+
+@pytest.mark.parametrize("value", [str(2**63), "99999999999999999999", str(-(2**63) - 1)])
+def test_a_bigint_parameter_beyond_64_bits_is_refused(small_db, value):
+    result = CliRunner().invoke(main, ["query", "layouts", "--db", str(small_db), "-p", "world_size", value])
+    assert result.exit_code == 1 and "wants an integer (BIGINT)" in result.output, result.output
