@@ -4,22 +4,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 DB ?= demo.duckdb
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip > $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 
 # torch is installed first and pinned (the CPU build), so nothing pulls a
 # multi-GB CUDA build; GPU users install their own torch before `pip install -e .[collect]`.
 $(VENV)/.installed: pyproject.toml setup.py pipeline/_scan.cpp | $(BIN)/python
-	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not available; collectors need torch"
+	$(BIN)/pip install -q torch==2.13.0 >> $(VENV)/setup.log 2>&1 || echo "torch==2.13.0 not available; collectors need torch"
 	@# Debian's simdjson for the compiled extractor (pipeline/_scan.cpp, built by pip below when present);
 	@# without it ingest uses the Python extractor
 	[ -f /usr/include/simdjson.h ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q libsimdjson-dev || { apt-get update -q && apt-get install -y -q libsimdjson-dev; }; } \
 	  >/dev/null 2>&1; } || echo "no libsimdjson-dev: ingest will use the Python extractor"
-	$(BIN)/pip install -q -e '.[dev,cluster,fast]'
+	@# pip's and setuptools' output goes to .venv/setup.log, shown only when the install fails
+	$(BIN)/pip install -q -e '.[dev,cluster,fast]' >> $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 	@# Debian's chromium for the report's browser test (skipped with a reason where it cannot be installed)
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } \
@@ -36,6 +37,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+docs: setup
+	$(BIN)/mkdocs build --strict
+	@echo "docs: $$(pwd)/site/index.html"
 
 bench: setup
 	$(BIN)/python tests/bench/ingest.py
