@@ -6,8 +6,12 @@ group of runs sharing a workload label, and "N GPU" / "N GPUs" correctly.
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import polars as pl
+
+from scaletrace.reports.words import duration, present
 
 WIDTH, HEIGHT = 420, 260
 SWEEP = "sweep"  # legend title for runs grouped by run.json `workload` (DESIGN.md "Across runs")
@@ -17,7 +21,44 @@ PARTS = {  # step-breakdown parts in stacking order; the five shares sum to 100 
 }
 PART_COLOURS = ["#4c78a8", "#e45756", "#f58518", "#bab0ac", "#eeeeee"]
 LABEL_FONT = 10
-MS = ",.3~r"  # data labels in ms: three significant digits, never e-notation (0.0405, 12.9, 105, 1,200)
+MS = ",.3~r"  # tooltips in ms: three significant digits, never e-notation (0.0405, 12.9, 105, 1,200)
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _digits(x: float) -> str:
+    """Three significant digits in fixed notation: '44', '2.78', '0.299', '0.000123' (never '4.4e+4')."""
+    if x == 0:
+        return "0"
+    places = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:.{places}f}".rstrip("0").rstrip(".") if places else f"{x:.0f}"
+
+
+def si(x, unit: str, glue: bool = False) -> str | None:
+    """A chart's number in SI with its unit, three significant digits: '44 k tokens/J', '2.78 M tokens/s',
+    '613 tokens/s', '0.299 tokens/J'; ``glue`` joins the prefix to an SI unit ('9.05 TFLOP').  Times in
+    seconds and their fractions use :func:`si_time`.  None for a missing value (the label is left out)."""
+    if not present(x):
+        return None
+    v = float(x)
+    for scale, prefix in SI_PREFIXES:
+        if abs(v) >= scale * 0.9995:  # 999.96 is '1 k', not '1e+03'
+            return f"{_digits(v / scale)} {prefix}{'' if glue else ' '}{unit}"
+    return f"{_digits(v)} {unit}"
+
+
+def si_time(ns) -> str | None:
+    """Nanoseconds as a chart label: '2.78 s', '19.9 ms', '1.76 µs' (words.duration, the sentences' rule)."""
+    return duration(ns) if present(ns) else None
+
+
+def with_label(df: pl.DataFrame, field: str, unit: str | None = None, ns_per: float | None = None,
+               name: str = "si_label") -> pl.DataFrame:
+    """``df`` with a text column ``name``: ``field`` in SI with ``unit`` (:func:`si`), or, with ``ns_per``
+    (nanoseconds per unit of ``field``: 1e6 for ms), as a duration (:func:`si_time`)."""
+    values = df[field].to_list() if field in df.columns else []
+    text = [si_time(v * ns_per) if ns_per and present(v) else si(v, unit or "") if not ns_per else None
+            for v in values]
+    return df.with_columns(pl.Series(name, text, dtype=pl.String))
 
 
 def gpus(n) -> str:
@@ -57,10 +98,11 @@ def dashed_points(line: alt.Chart) -> alt.Chart:
     return points
 
 
-def point_labels(chart: alt.Chart, field: str, fmt: str, dy: int = -9) -> alt.Chart:
-    """Text marks reusing ``chart``'s encodings: the value of ``field`` above each point or bar end."""
-    labels = chart.mark_text(dy=dy, fontSize=LABEL_FONT, color="#333").encode(
-        text=alt.Text(f"{field}:Q", format=fmt)).copy(deep=True)
+def point_labels(chart: alt.Chart, field: str, fmt: str | None, dy: int = -9) -> alt.Chart:
+    """Text marks reusing ``chart``'s encodings: the value of ``field`` above each point or bar end
+    (``fmt`` None: ``field`` is a text column already formatted, e.g. by :func:`with_label`)."""
+    text = alt.Text(f"{field}:N") if fmt is None else alt.Text(f"{field}:Q", format=fmt)
+    labels = chart.mark_text(dy=dy, fontSize=LABEL_FONT, color="#333").encode(text=text).copy(deep=True)
     labels.encoding.strokeDash = alt.Undefined  # text has no stroke dash (Vega-Lite warns)
     return labels
 

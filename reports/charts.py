@@ -128,8 +128,9 @@ CHARTS = [
               "No message sizes in the traces (recent PyTorch records them in NCCL kernel args or "
               "record_param_comms).", "bandwidth", _has("median_busbw_gbps"), build_bandwidth),
     ChartSpec("rank_wait", "Per rank: transfer vs waiting",
-              "Exposed communication of each rank, summed over its collectives, split into transfer and "
-              "waiting for the slowest peer; a tall waiting bar on every rank but one points at that one "
+              "Exposed communication of each rank in ms per profiled step (summed over its collectives, "
+              "÷ its profiled steps), split into transfer and waiting for the slowest peer; a tall waiting bar "
+              "on every rank but one points at that one "
               "rank (outlined) as the straggler.",
               "No run with more than one rank and matched collectives.", "rank_wait", _has("rank"),
               build_rank_wait),
@@ -168,7 +169,9 @@ CHARTS = [
               "on a dependency (it was queued before the gap: a stream or event wait, a peer, a synchronize), "
               "and other (no launching call in the trace). On CPU-only traces every gap is host time: the "
               "threads were outside any recorded op.",
-              "No idle time in the fastest runs' traces.", "idle_parts",
+              "No idle time inside the fastest runs' profiled steps (from the first to the last device event "
+              "each step launched); the runs table's idle % is of the whole traced span, gaps between steps "
+              "included.", "idle_parts",
               lambda df: df.filter(pl.col("idle_ns") > 0) if "idle_ns" in df.columns else df.clear(),
               build_idle_breakdown, WHY),
     ChartSpec("compute_efficiency", "Compute efficiency vs GPUs",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, drawn, gpus, with_slivers
+from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, drawn, gpus, with_label, with_slivers
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, IDLE_PARTS
 
 WHY = "Why efficiency drops"  # the report section these charts open (reports/charts.py ChartSpec.section)
@@ -50,7 +50,8 @@ def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
     long = pl.concat([drawn(df).select("label", "run_id", part=pl.lit(name), order=pl.lit(i),
                                        us=pl.col(f"{key}_gpu_ns_per_token") / 1e3)
                       for i, (key, name, _) in enumerate(PARTS)])
-    totals = drawn(df).select("label", total_us=pl.col("total_gpu_ns_per_token") / 1e3)
+    totals = with_label(drawn(df).select("label", total_us=pl.col("total_gpu_ns_per_token") / 1e3),
+                        "total_us", ns_per=1e3, name="text")  # '1.2 ms', '613 µs' (chartkit.si_time)
     room = alt.Scale(domain=[0, 1.15 * (totals["total_us"].max() or 1)])
     bars = alt.Chart(data(long)).mark_bar(stroke="#999", strokeWidth=0.3).encode(
         y=alt.Y("label:N", title=None, sort=order),
@@ -59,7 +60,7 @@ def build_gpu_time_per_token(parts: pl.DataFrame) -> alt.LayerChart:
         color=alt.Color("part:N", title="part", scale=COLOUR, sort=[p[1] for p in PARTS]), order="order:Q",
         tooltip=["run_id:N", "part:N", alt.Tooltip("us:Q", title="GPU-µs per token", format=".3~g")])
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
-        y=alt.Y("label:N", sort=order), x=alt.X("total_us:Q", scale=room), text=alt.Text("total_us:Q", format=".3~g"))
+        y=alt.Y("label:N", sort=order), x=alt.X("total_us:Q", scale=room), text="text:N")
     return with_slivers(bars + total, df, "label", order, room).properties(
         title="GPU-time per token of the fastest run at each GPU count (flat = perfect scaling)",
         width=WIDTH + 80, height=alt.Step(24))
@@ -108,8 +109,8 @@ def build_kernel_growth(growth: pl.DataFrame) -> alt.LayerChart:
         tooltip=["step:N", "family:N", "top_kernel:N", alt.Tooltip("ms:Q", format=".3~g"),
                  alt.Tooltip("count_per_step_a:Q", title="launches per step before", format=".1f"),
                  alt.Tooltip("count_per_step_b:Q", title="launches per step after", format=".1f")])
-    text = alt.Chart(data(df)).mark_text(align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(
-        y=y, x="ms:Q", text=alt.Text("ms:Q", format=".3~g"))
+    text = alt.Chart(data(with_label(df, "ms", ns_per=1e6, name="text"))).mark_text(
+        align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(y=y, x="ms:Q", text="text:N")
     return (bars + text).properties(
         title="Kernel families that grew most between the fastest runs of consecutive GPU counts",
         width=WIDTH, height=alt.Step(18))

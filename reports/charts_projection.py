@@ -46,7 +46,8 @@ def build_projection(df: pl.DataFrame) -> alt.LayerChart:
     y_scale = alt.Scale(type="log")
     fitted = df.filter(pl.col("fits")) if "fits" in df.columns else df
     band = alt.Chart(data(fitted)).mark_area(opacity=0.18).encode(
-        x=x, y=alt.Y("band_lo_tps:Q", title="tokens/s (whole job, log scale)", scale=y_scale),
+        x=x, y=alt.Y("band_lo_tps:Q", title="tokens/s (whole job, log scale)", scale=y_scale,
+                                    axis=alt.Axis(format="~s")),
         y2="band_hi_tps:Q", color=sweep_colour())
     ideal = alt.Chart(data(fitted)).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=x, y=alt.Y("ideal_tps:Q", scale=y_scale), detail="sweep:N")
@@ -56,7 +57,8 @@ def build_projection(df: pl.DataFrame) -> alt.LayerChart:
                  alt.Tooltip("band_pct:Q", title="LOO error (±%)", format=".1f")])
     measured = alt.Chart(data(df.filter(pl.col("measured_tps").is_not_null()))).mark_point(
         filled=True, size=60, opacity=0.9).encode(
-        x=x, y=alt.Y("measured_tps:Q", scale=y_scale), color=sweep_colour(),
+        x=x, y=alt.Y("measured_tps:Q", title="tokens/s (whole job, log scale)", scale=y_scale,
+                     axis=alt.Axis(format="~s")), color=sweep_colour(),
         tooltip=["sweep:N", "world_size:Q", alt.Tooltip("measured_tps:Q", format=",.0f")])
     edge = alt.Chart(data(fitted.select("sweep", "max_measured").unique())).mark_rule(
         color="#999", strokeDash=[2, 2]).encode(x="max_measured:Q")

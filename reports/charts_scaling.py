@@ -11,7 +11,7 @@ import altair as alt
 import polars as pl
 
 from scaletrace.reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, dashed_points, data,
-                              gpus_axis, point_labels, sweep_colour)
+                              gpus_axis, point_labels, sweep_colour, with_label)
 from scaletrace.reports.data import NO_SWEEP
 
 
@@ -23,17 +23,20 @@ def _ideal(scaling: pl.DataFrame) -> pl.DataFrame:
 
 
 def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.DataFrame,
-                   log_y: bool = False) -> alt.LayerChart:
+                   log_y: bool = False, unit: str | None = None) -> alt.LayerChart:
     """``log_y``: throughput spans orders of magnitude across sweeps (and ideal scaling is then a
     straight line on the log-log axes); a linear axis would flatten every sweep but the largest."""
-    y = alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log") if log_y else alt.Undefined)
+    y = alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log") if log_y else alt.Undefined,
+              axis=alt.Axis(format="~s") if unit == "tokens/s" else alt.Undefined)  # 5M, not 5,000,000
     points = alt.Chart(data(df)).mark_point(filled=True, size=50, opacity=0.6).encode(
         x=gpus_axis(df), y=y, color=sweep_colour(),
         tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
+    # ``unit``: the data labels in SI with it ('44 k tokens/J', chartkit.si), else ``fmt``
+    best = with_label(best, field, unit) if unit else best
     line = alt.Chart(data(best)).mark_line(point=True).encode(
         x=gpus_axis(df), y=y, color=sweep_colour(),
         tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
-    return points + line + point_labels(line, field, fmt)
+    return points + line + (point_labels(line, "si_label", None) if unit else point_labels(line, field, fmt))
 
 
 def _throughput_vs_ideal(scaling: pl.DataFrame, field: str, ideal_field: str, title: str,
@@ -41,7 +44,7 @@ def _throughput_vs_ideal(scaling: pl.DataFrame, field: str, ideal_field: str, ti
     """Runs and the fastest run per GPU count (log axis) over the dashed ideal from the baseline."""
     ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=gpus_axis(scaling), y=f"{ideal_field}:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, field, title, ",.0f", scaling.filter("is_best"), log_y=True)
+    runs = _runs_and_best(scaling, field, title, ",.0f", scaling.filter("is_best"), log_y=True, unit="tokens/s")
     return (ideal + runs).properties(title=chart_title, width=WIDTH, height=HEIGHT)
 
 
@@ -106,7 +109,8 @@ def build_mfu(runs: pl.DataFrame) -> alt.LayerChart:
 
 def build_energy(runs: pl.DataFrame) -> alt.LayerChart:
     df = _with_sweep(runs).with_columns(tokens_per_j=1 / pl.col("energy_per_token_j"))
-    return _runs_and_best(df, "tokens_per_j", "tokens per joule", ",.3~g", _best_of(df, "tokens_per_j", True)) \
+    return _runs_and_best(df, "tokens_per_j", "tokens per joule", ",.4~r", _best_of(df, "tokens_per_j", True),
+                          unit="tokens/J") \
         .properties(title="Tokens per joule vs GPUs (line: most frugal run per GPU count)", width=WIDTH, height=HEIGHT)
 
 
@@ -118,6 +122,7 @@ def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
     long = (best_breakdown.unpivot(index=["run_id", "sweep", "world_size"], on=list(COMM_COMPUTE),
                                    variable_name="time", value_name="ns")
             .with_columns(ms=pl.col("ns") / 1e6, time=pl.col("time").replace_strict(COMM_COMPUTE)))
+    long = with_label(long, "ns", ns_per=1)  # '2.34 ms', '1.2 s'  (chartkit.si_time)
     order = list(COMM_COMPUTE.values())
     line = alt.Chart().mark_line(point=True).encode(
         x=gpus_axis(long), y=alt.Y("ms:Q", title="ms per step (mean over ranks and steps)"),
@@ -125,7 +130,7 @@ def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
         strokeDash=alt.StrokeDash("time:N", legend=None,
                                   scale=alt.Scale(domain=order, range=[[1, 0], [1, 0], [5, 3]])),
         tooltip=["run_id:N", "time:N", alt.Tooltip("ms:Q", format=".2f")])
-    return alt.layer(line, point_labels(line, "ms", MS), data=data(long)).properties(
+    return alt.layer(line, point_labels(line, "si_label", None), data=data(long)).properties(
         width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).resolve_scale(
         x="independent", y="independent").properties(
         title="Communication vs compute time per step (best run per GPU count; dashed: exposed communication)")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, with_slivers
+from scaletrace.reports.chartkit import (LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, with_label,
+                                         with_slivers)
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 
@@ -74,12 +75,13 @@ def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
 def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
     long = _long_parts(breakdown)
     order = breakdown_order(breakdown)
-    totals = drawn(breakdown).select("run_id", step_ms=pl.col("step_time_ns") / 1e6)
+    totals = with_label(drawn(breakdown).select("run_id", "step_time_ns", step_ms=pl.col("step_time_ns") / 1e6),
+                        "step_time_ns", ns_per=1)  # '2.78 s', '19.9 ms' (chartkit.si_time)
     room = alt.Scale(domain=[0, 1.12 * (totals["step_ms"].max() or 1)])  # the longest bar's total label fits
     stacked = _stacked(long, "ms", "step time (ms)", MS, room, "axis_pct", order)
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
         y=alt.Y("run_id:N", sort=order), x=alt.X("step_ms:Q", scale=room),
-        text=alt.Text("step_ms:Q", format=MS))
+        text="si_label:N")
     return with_slivers(stacked + total, breakdown, "run_id", order, room).properties(
         title="Step time and where it goes (ms)", width=WIDTH + 80, height=alt.Step(22))
 
@@ -99,13 +101,14 @@ def build_rank_wait(rank_wait: pl.DataFrame) -> alt.FacetChart:
     top = rank_wait.group_by("run_id").agg(pl.col("straggler_count").max().alias("top"))
     df = (rank_wait.join(top, on="run_id")
           .with_columns(straggler=(pl.col("straggler_count") == pl.col("top")) & (pl.col("top") > 0))
-          .unpivot(index=["run_id", "rank", "straggler", "straggler_count"],
+          .unpivot(index=["run_id", "rank", "straggler", "straggler_count", "num_steps"],
                    on=["exposed_transfer_ns", "exposed_wait_ns"], variable_name="part", value_name="ns")
-          .with_columns(ms=pl.col("ns") / 1e6,
+          # per profiled step, the basis of every other chart (the whole trace where no ProfilerStep)
+          .with_columns(ms=pl.col("ns") / 1e6 / pl.col("num_steps").fill_null(1).clip(lower_bound=1),
                         part=pl.col("part").replace_strict({"exposed_transfer_ns": "transfer",
                                                             "exposed_wait_ns": "waiting for a slow peer"})))
     return alt.Chart(data(df)).mark_bar().encode(
-        x=alt.X("rank:O", title="rank"), y=alt.Y("sum(ms):Q", title="exposed comm (ms)"),
+        x=alt.X("rank:O", title="rank"), y=alt.Y("sum(ms):Q", title="exposed comm (ms per step)"),
         color=alt.Color("part:N", title="exposed comm"), detail="straggler:N",
         stroke=alt.condition("datum.straggler", alt.value("black"), alt.value(None)),
         strokeWidth=alt.condition("datum.straggler", alt.value(2), alt.value(0)),

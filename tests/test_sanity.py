@@ -98,7 +98,7 @@ def test_a_traced_window_longer_than_the_step_is_a_warning(tmp_path):
     rows = _summary(db)
     assert rows["long"]["traced_window_per_step_ns"] == 300_000
     assert rows["long"]["step_time_to_traced_window_ratio"] == pytest.approx(1 / 3)
-    assert "disagrees with the traced window: 2 profiled steps over a device span of 0.6 ms is 0.3 ms a step, " \
+    assert "disagrees with the traced window: 2 profiled steps over a device span of 600 µs is 300 µs a step, " \
            "3.00 × the step time" in rows["long"]["warnings"]
     assert rows["fits"]["warnings"] is None
 

@@ -122,6 +122,11 @@ m AS (
            [CASE WHEN x >= 1e15 THEN format('{:.2f} PFLOP', x / 1e15) WHEN x >= 1e12 THEN format('{:.2f} TFLOP', x / 1e12)
                  WHEN x >= 1e9 THEN format('{:.2f} GFLOP', x / 1e9) ELSE format('{:.2f} MFLOP', x / 1e6) END
             FOR x IN [b.fpt * b.tokens_per_step, b.recorded_rank_flops_per_step * b.gpus]] AS flops_words,
+           -- durations in words: step time, device span, window a step, profiled step ('1.26 s', '16 ms')
+           [CASE WHEN x >= 999.5e9 THEN format('{:,.0f} s', x / 1e9) WHEN x >= 999.5e6 THEN format('{:.3g} s', x / 1e9)
+                 WHEN x >= 999.5e3 THEN format('{:.3g} ms', x / 1e6) WHEN x >= 999.5 THEN format('{:.3g} µs', x / 1e3)
+                 ELSE format('{:.3g} ns', x) END
+            FOR x IN [b.step_time_ns, b.span_ns, b.span_ns / b.profiled_steps, b.profiled_step_time_ns]] AS ns_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
@@ -180,15 +185,15 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            -- the step time and the traced steps must describe the same steps: the device cannot do more
            -- than a step's work per step in steady state, and the step log times the same loop
            CASE WHEN window_ns > 1.5 * step_time_ns
-                THEN format('step time {:.3g} ms ({}) disagrees with the traced window: {} profiled step{} over a '
-                            'device span of {:.3g} ms is {:.3g} ms a step, {:.2f} × the step time',
-                            step_time_ns / 1e6, step_time_source, profiled_steps,
-                            CASE WHEN profiled_steps = 1 THEN '' ELSE 's' END, span_ns / 1e6, window_ns / 1e6,
+                THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
+                            'device span of {} is {} a step, {:.2f} × the step time',
+                            ns_words[1], step_time_source, profiled_steps,
+                            CASE WHEN profiled_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
                             window_ns / step_time_ns) END,
            CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
-                THEN format('step time {:.3g} ms (the collector''s step log, steps outside the profiled window) '
-                            'is {:.2f} × the profiled steps'' {:.3g} ms (ProfilerStep median of the slowest rank): '
-                            'the traced steps are not the steps timed', step_time_ns / 1e6,
-                            step_time_ns / profiled_step_time_ns, profiled_step_time_ns / 1e6) END), '')
+                THEN format('step time {} (the collector''s step log, steps outside the profiled window) '
+                            'is {:.2f} × the profiled steps'' {} (ProfilerStep median of the slowest rank): '
+                            'the traced steps are not the steps timed', ns_words[1],
+                            step_time_ns / profiled_step_time_ns, ns_words[4]) END), '')
            AS warnings
 FROM m
