@@ -28,7 +28,7 @@ from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
 from scaletrace.reports.efficiency import compute_hook, idle_hook
 from scaletrace.reports.run_explain import describe_runs
-from scaletrace.reports.words import STEP_PARTS, change, duration, number, points
+from scaletrace.reports.words import STEP_PARTS, change, duration, figure, number, points
 
 # The five parts of scaling_attribution, in stacking order, with their words (run_summary's too).
 PARTS = STEP_PARTS
@@ -55,7 +55,7 @@ def gpu_time(ns: float | None) -> str:
         return "n/a"
     a = abs(ns)
     value, unit = (ns / 1e6, "ms") if a >= 1e6 else (ns / 1e3, "µs") if a >= 1e3 else (ns, "ns")
-    return f"{value:.3g} {unit}"
+    return f"{figure(value)} {unit}"
 
 
 def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:

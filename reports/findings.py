@@ -40,14 +40,15 @@ def _step_finding(sweep: str, prev: dict, cur: dict, exposed: dict) -> str | Non
             f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'])}"
             if _pct(cur["scaling_efficiency_vs_sweep_baseline_pct"]) else None]
     a, b = exposed.get(prev["run_id"]), exposed.get(cur["run_id"])
-    comm = None if number(a) == 0 and number(b) == 0 else change(
-        "exposed communication", a, b, _pct, rose="went", fell="went")
+    comm = change("exposed communication", a, b, _pct, rose="went", fell="went")
+    if comm is not None and _pct(a) == _pct(b) and number(a) < 0.05:  # none exposed at either count
+        comm = None
     rest = [c for c in (", ".join(e for e in effs if e), comm and f"{comm} of the step") if c]
     tokens = _tokens_change(prev, cur)
     if not tokens and not rest:
         return None
     text = f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])}"
-    text += f" {tokens}" if tokens else ""
+    text += f", {tokens}" if tokens else ""
     text += f"{': ' if tokens else ', '}{'; '.join(rest)}" if rest else ""
     return text + "."
 

@@ -30,7 +30,7 @@ from scaletrace.pipeline.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run
-from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, present, share
+from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, number, present, share
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
 TOP_KERNEL_FAMILIES = 3  # kernel families named per run
@@ -150,14 +150,18 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
     stepped = idle["step"].is_not_null().any()
     window = "per profiled step (mean over ranks and steps)" if stepped else (
         "in its traced window (mean over ranks)")
+    idle = idle.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None) for c in ("idle_ns", *IDLE_WORDS))
     total = idle["idle_ns"].sum()
+    if not duration(idle["idle_ns"].mean()):
+        return None
     if not total:
         outside = (f" (the {share(span_idle_pct)} idle of the traced span lies outside them)"
                    if stepped and present(span_idle_pct) and span_idle_pct > 0 else "")
         return _sentence(f"{lanes} {'were' if lanes != 'the GPU' else 'was'} never idle "
                          f"{'within a profiled step' + outside if stepped else 'in the traced window'}")
     words = dict(IDLE_WORDS, host_wait_ns=CPU_HOST_WORDS) if cpu_only else IDLE_WORDS
-    parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0), key=lambda p: -p[0])
+    parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0 and share(100 * idle[c].sum() / total)),
+                   key=lambda p: -p[0])
     split = ", ".join(f"{share(100 * ns / total)}{' of it' if i == 0 else ''} {w}" for i, (ns, w) in enumerate(parts))
     return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {window}" + (f": {split}" if split else ""))
 
@@ -175,21 +179,24 @@ def comm_sentence(s: dict, groups: pl.DataFrame) -> str | None:
     unnamed process group (29 % of the span) and ...'; 'no communication' / 'all under compute'."""
     if groups.is_empty():
         return "No communication in its traces."
-    exposed = groups.filter(pl.col("exposed_per_rank_ns") > 0).sort("group_exposed_comm_pct", descending=True)
+    exposed = groups.filter(pl.col("exposed_per_rank_ns") > 0).sort(
+        pl.col("group_exposed_comm_pct").fill_nan(None), descending=True, nulls_last=True)
     if exposed.is_empty():
-        comm = duration(groups["comm_per_rank_ns"].sum())
-        return _sentence(f"its communication ({comm} per rank) ran entirely under compute: no exposed communication")
+        comm = duration(groups["comm_per_rank_ns"].cast(pl.Float64).fill_nan(None).sum())
+        return _sentence(f"its communication{f' ({comm} per rank)' if comm else ''} ran entirely under compute: "
+                         "no exposed communication")
     top = exposed.head(TOP_GROUPS).to_dicts()
-    named = [f"{_collective(g['collective'])} in {_group(g['process_group'])} {share(g['group_exposed_comm_pct'])}"
-             for g in top]
+    stated = all(share(g["group_exposed_comm_pct"]) for g in top)  # each share, or none of them
+    named = [f"{_collective(g['collective'])} in {_group(g['process_group'])}"
+             + (f" {share(g['group_exposed_comm_pct'])}" if stated else "") for g in top]
     more = exposed.height - len(top)
     window = "step" if s.get("num_steps") else "traced span"
     lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks); "
             if present(s.get("exposed_comm_pct")) else "")
-    return _sentence(f"{lead}by process group and collective, {', '.join(named)}"
+    return _sentence(f"{lead}{'by process group and collective, ' if stated else 'its exposed communication is in '}{', '.join(named)}"
                      + (f" (and {count(more, 'other')})" if more else "")
-                     + " of the span (each group's kernels' exposed time ÷ the rank's span, mean over ranks; "
-                       "concurrent collectives each count)")
+                     + (" of the span (each group's kernels' exposed time ÷ the rank's span, mean over ranks; "
+                        "concurrent collectives each count)" if stated else ""))
 
 
 def straggler_sentence(s: dict, wait: pl.DataFrame) -> str | None:
@@ -213,8 +220,8 @@ def straggler_sentence(s: dict, wait: pl.DataFrame) -> str | None:
            else f"ranks {listing([str(r) for r in last])} are the stragglers: each")
     among = "the one collective" if matched == 1 else f"{top} of the {matched} collectives"
     text = f"{who} arrived last at {among} matched across the {ranks.height} ranks"
-    waited, comm = ranks["wait_ns"].sum(), ranks["comm_ns"].sum()
-    if waited and comm:
+    waited, comm = (number(ranks[c].cast(pl.Float64).fill_nan(None).sum()) for c in ("wait_ns", "comm_ns"))
+    if waited and comm and share(100 * waited / comm) and duration(waited) and duration(comm):
         text += (f"; waiting for a slower peer is {share(100 * waited / comm)} of their communication time "
                  f"({duration(waited)} of {duration(comm)}, summed over ranks)")
     return _sentence(text)

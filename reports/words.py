@@ -76,8 +76,8 @@ def duration(ns) -> str | None:
     x = float(ns)  # DuckDB sums of BIGINT arrive as Decimal
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if abs(x) >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.3g} ns"
+            return f"{figure(x / scale)} {unit}"
+    return f"{figure(x)} ns"
 
 
 def figure(x) -> str | None:
