@@ -41,6 +41,8 @@ STOP_RULE = (f"Adding GPUs stops paying at the first GPU count where each added 
              f"run at the previous GPU count of the sweep) adds less than {MARGINAL_FLOOR_PCT:g} % of the "
              "tokens/s a GPU of the sweep's baseline (its run with the fewest GPUs) delivers.")
 NO_SWEEP = "(no workload)"
+NO_SWEEP_WORDS = ("Runs without a workload (run.json `workload`) are rows of their own, compared with no other run: "
+                  "their tokens need not be the same work.")
 SECONDS_PER_HOUR = 3600.0
 BILLION = 1e9
 
@@ -228,10 +230,13 @@ def card_lines(card: DecisionCard) -> list[str]:
         tpj = "" if not present(r["tokens_per_joule"]) else f", {si(r['tokens_per_joule'], 'tokens/J')}"
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
         of = f" of {r['runs_at_size']}" if r["runs_at_size"] > 1 else ""
-        lines.append(f"{sweep}{_gpus(r['world_size']):>9}  best{of} {r['run_id']} ({r['layout']}): "
+        best = "run" if r["sweep"] == NO_SWEEP else f"best{of}"
+        lines.append(f"{sweep}{_gpus(r['world_size']):>9}  {best} {r['run_id']} ({r['layout']}): "
                      f"{si(r['tokens_per_s'], 'tokens/s')}, {si(r['tokens_per_s_per_gpu'], 'tokens/s/GPU')}{eff}"
                      f"{mfu}, {hours(r['gpu_hours_per_billion_tokens'], 'GPU-h')} per 1e9 tokens{tpj}")
     lines += [v.sentence for v in card.verdicts]
+    if any(r["sweep"] == NO_SWEEP for r in rows):
+        lines.append(NO_SWEEP_WORDS)
     if any(r["warnings"] for r in rows):
         lines.append("(!): run_summary warns about that run's numbers (the warnings; "
                      "`scaletrace query run_summary --columns run_id,warnings`).")
@@ -276,6 +281,8 @@ def card_html(card: DecisionCard) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h in HEADERS)
     body = "".join("<tr>" + "".join(f"<td>{_html_cell(r, k)}</td>" for k, _ in HEADERS) + "</tr>" for r in rows)
     verdicts = "".join(f"<li>{html.escape(v.sentence)}</li>" for v in card.verdicts)
+    if any(r["sweep"] == NO_SWEEP for r in rows):
+        verdicts += f"<li>{html.escape(NO_SWEEP_WORDS)}</li>"
     return (f'<section id="card"><h2>Decision</h2>'
             f'<ul class="verdict">{verdicts}</ul>'
             f'<div class="scroll"><table class="card"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
