@@ -25,8 +25,10 @@ follow exactly the code of the DuckDB ingest (``pipeline/ingest.py``, ``pipeline
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import socket
 import sys
@@ -46,8 +48,10 @@ from scaletrace.pipeline.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.decode import TraceError
 from scaletrace.pipeline.errors import DatasetError
 from scaletrace.pipeline.export import PARTITIONED
+from scaletrace.pipeline.export import _files as export_files
 from scaletrace.pipeline.extract import Extracted
-from scaletrace.pipeline.ingest import (IngestReport, Outcome, check_clash, discover, ingest_side_files, log_outcome,
+from scaletrace.pipeline.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
+                                        drop_vanished, ingest_side_files, log_outcome,
                                         missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
                                         stored_outcome, trace_row)
 from scaletrace.pipeline.manifest import check_meta
@@ -83,6 +87,7 @@ class TaskResult:
     zero_duration_events: int = 0
     error: str | None = None
     node: str | None = None
+    no_room: bool = False  # the parts could not be written: a full disk, a quota, read-only
 
 
 def trace_id(trace: store.TraceRow) -> int:
@@ -163,7 +168,8 @@ def run_task(task: TraceTask) -> TaskResult:
     try:
         write_parts(Path(task.out), trace, tid, parsed.extracted)
     except (OSError, pa.ArrowException) as exc:
-        return TaskResult(error=f"cannot store on node {node}: {exc}", node=node)
+        no_room = getattr(exc, "errno", None) in NO_ROOM or "No space left" in str(exc) or "too large" in str(exc)
+        return TaskResult(error=f"cannot store on node {node}: {exc}", node=node, no_room=no_room)
     return TaskResult(trace, tid, meta.zero_duration_events, node=node)
 
 
@@ -187,6 +193,9 @@ class Dataset:
             raise DatasetError(f"{root}: exists and is not a scaletrace Parquet dataset (no meta.parquet); "
                                "give a new or empty directory")
         self.root.mkdir(parents=True, exist_ok=True)
+        for damaged in [meta] * meta.exists() + sorted((self.root / "ingest_log").glob("*.parquet")):
+            if damaged.is_file() and not _whole(damaged):  # what can be written again is; a log is set aside
+                damaged.replace(damaged.with_name(damaged.name + ".damaged")) if damaged != meta else damaged.unlink()
         if not meta.exists():
             write_atomic(pa.table({"key": ["schema_version", "layout"],
                                    "value": [schema.SCHEMA_VERSION, "dataset"]}), meta)
@@ -206,15 +215,36 @@ class Dataset:
         return con
 
     def _source(self, table: str) -> str | None:
-        folder = self.root / table
-        if not any(folder.rglob("*.parquet")):
+        """The table's files that can be read (a damaged one is named on stderr and left out:
+        its trace, run or side file is then written again by this ingest)."""
+        files = [f for f in export_files(self.root, table, True) if _whole(f, warn=True)]
+        if not files:
             return None
-        glob = str(folder / "**" / "*.parquet").replace("'", "''")
-        return f"read_parquet('{glob}', hive_partitioning = {str(table in PARTITIONED).lower()})"
+        listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        return f"read_parquet([{listed}], hive_partitioning = {str(table in PARTITIONED).lower()}, union_by_name = true)"
+
+    def drop_damaged(self, con) -> list[str]:
+        """Committed traces with a part that is damaged (truncated, 0 bytes, overwritten): their
+        record goes from the state, so that the trace is parsed and its parts written again
+        (issue 21, item 4: the source file's hash alone said "unchanged" for ever)."""
+        dropped = []
+        for path, tid, run_id, rank in con.execute("SELECT path, trace_id, run_id, rank FROM traces").fetchall():
+            parts = [part_path(self.root, table, run_id, rank, tid) for table in TRACE_TABLES]
+            if all(_whole(p) for p in parts if os.path.lexists(p)):
+                continue
+            store.drop_trace(con, path)
+            self.uncommit(path)
+            dropped.append(path)
+        return dropped
 
     def commit(self, con, trace: store.TraceRow, tid: int) -> None:
         write_atomic(con.sql("SELECT * FROM traces WHERE trace_id = $1", params=[tid]).to_arrow_table(),
                      self.root / "traces" / f"{_key(trace.path)}.parquet")
+
+    def uncommit(self, path: str) -> None:
+        """Delete the commit record of the trace stored from ``path`` (its parts go with the
+        garbage at the end of the ingest)."""
+        (self.root / "traces" / f"{_key(path)}.parquet").unlink(missing_ok=True)
 
     def save_run(self, con, run_id: str) -> None:
         rows = con.sql("SELECT * FROM runs WHERE run_id = $1", params=[run_id]).to_arrow_table()
@@ -249,13 +279,29 @@ class Dataset:
         gone = 0
         for table in TRACE_TABLES:
             for path in (self.root / table).rglob("*.parquet"):
-                if path.stem not in committed:
+                if path.stem not in committed and path.is_file():  # a folder named x.parquet stays
                     path.unlink(missing_ok=True)
                     gone += 1
         for path in self.root.rglob(".*.tmp"):
-            path.unlink(missing_ok=True)
-            gone += 1
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                gone += 1
         return gone
+
+
+def _whole(path: Path, warn: bool = False) -> bool:
+    """Whether ``path`` looks like a whole Parquet file: a regular file that starts and ends with
+    the format's magic (a truncated or 0-byte part fails; cheap: 8 bytes read)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            handle.seek(-4, os.SEEK_END)
+            whole = head == b"PAR1" and handle.read(4) == b"PAR1"
+    except OSError:
+        whole = False
+    if not whole and warn:
+        sys.stderr.write(f"warning: {path}: damaged Parquet file, read without it\n")
+    return whole
 
 
 class _Lock:
@@ -312,6 +358,7 @@ def ingest_dataset(
     report = IngestReport()
     with ds.lock(lock_wait_s, on_wait):
         con = ds.load_state()
+        damaged = ds.drop_damaged(con)
         loaded_runs = _run_ids(con)
         last_log = time.monotonic()
 
@@ -330,6 +377,11 @@ def ingest_dataset(
                 record(outcome)
                 log_outcome(con, outcome)
             runs = read_runs(run_dirs, con, record, meta)
+            for path in damaged:
+                record(Outcome(path, "note", "a Parquet part of its trace was damaged; the trace is parsed again"))
+            for outcome in drop_vanished(con, runs, ds.uncommit):
+                record(outcome)
+                log_outcome(con, outcome)
             by_path = {str(f): run for run in runs for f in run.files}
             known = runsync.known_shas(con, runs)
             tasks = [TraceTask(str(f), run.run_id, run.manifest.ranks, len(run.files),
@@ -337,9 +389,22 @@ def ingest_dataset(
                                keep_python, max_trace_bytes, on_cluster)
                      for run in runs for f in run.files]
             saved_runs: set[str] = set()
-            for done, (task, result) in enumerate(mapper(run_task, tasks, failed_task), 1):
+            pending = set(by_path)  # not yet committed: their stored records may be stale
+            deferred: list = []  # clashed only with such records: committed after the others
+            done = 0
+            retry: dict = {}
+            moving: dict[str, int] = {}  # a deferred file -> its new rank
+            for task, result in itertools.chain(mapper(run_task, tasks, failed_task), _later(deferred, retry)):
                 run = by_path[task.path]
-                outcome = _commit(con, ds, run, task, result)
+                pending.discard(task.path)
+                waiting = frozenset() if retry else pending | {t.path for t, _ in deferred}
+                moving.pop(task.path, None)
+                outcome = _commit(con, ds, run, task, result, waiting, moving)
+                if outcome.status == DEFERRED:
+                    deferred.append((task, result))
+                    moving[task.path] = result.trace.rank
+                    continue
+                done += 1
                 if outcome.status == "ok" and run.run_id not in saved_runs:
                     ds.save_run(con, run.run_id)
                     saved_runs.add(run.run_id)
@@ -356,21 +421,44 @@ def ingest_dataset(
                 ds.save_run(con, run.run_id)  # as refreshed (runs this ingest did not see are unchanged)
             _drop_abandoned_runs(con, ds, loaded_runs)
             ds.collect_garbage(con)
+        except OSError as exc:  # the driver's own writes: a full disk, a read-only file system
+            raise _cannot_write(ds, exc) from None
         finally:
-            ds.save_log(con)
+            try:
+                ds.save_log(con)
+            except OSError:
+                pass  # said above; the log of this ingest is what a full disk costs
             con.close()
     return report
 
 
-def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult) -> Outcome:
+def _cannot_write(ds: Dataset, exc: OSError) -> DatasetError:
+    """The one line of an ingest that cannot write the dataset (issue 21, item 5): the traces
+    committed before stay whole, the parts written since are never read (no commit record) and
+    go with the next ingest's garbage."""
+    where = exc.filename or ds.root
+    return DatasetError(f"{where}: cannot write ({exc.strerror or exc}); the ingest stops (the traces committed "
+                        "before are intact: re-run when the dataset can be written)")
+
+
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult, pending: set[str] | frozenset,
+            moving: dict[str, int]) -> Outcome:
     """Check the task's trace against the others (a duplicate rank) and write its record."""
     if result.error:
+        if result.no_room:
+            raise DatasetError(f"{task.path}: {result.error}; the ingest stops (the traces committed before are "
+                               "intact: re-run when the dataset can be written)")
         return Outcome(task.path, "error", result.error, run.run_id, node=result.node)
     if result.trace is None:
         return Outcome(task.path, "unchanged", "unchanged, skipped", run.run_id, node=result.node)
     trace = result.trace
     try:
-        check_clash(con, run.run_id, trace.rank, Path(task.path))
+        check_clash(con, run.run_id, trace.rank, Path(task.path), pending, moving)
+    except ClashWithPending:
+        return Outcome(task.path, DEFERRED, "", run.run_id)
     except TraceError as exc:
         return Outcome(task.path, "error", str(exc), run.run_id, node=result.node)
     store.replace_trace(con, trace, run.row(), None,
@@ -379,6 +467,14 @@ def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult) -> Outco
     outcome = stored_outcome(trace, result.zero_duration_events)
     outcome.node = result.node
     return outcome
+
+
+def _later(deferred: list, retry: dict) -> Iterator:
+    """The deferred commits, once every task has finished (``retry`` is then set: checked
+    against the run as it is now, none deferred again)."""
+    retry["now"] = True
+    while deferred:
+        yield deferred.pop(0)
 
 
 def _run_ids(con) -> set[str]:

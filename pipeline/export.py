@@ -10,6 +10,7 @@ the files hold none), so every query and the report run on it unchanged.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -66,21 +67,69 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     con.execute("SET parquet_metadata_cache = true")  # a dataset has a part per trace: read each footer once
     con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
     in_memory = _event_bytes(directory) <= (physical_memory_bytes() or 8 << 30) // IN_MEMORY_FRACTION
+    dataset = (directory / "traces").is_dir() and not (directory / "traces.parquet").exists()
     for table in TABLES:
-        source = _source(directory, table)
-        if source is None:
+        files = _files(directory, table, dataset)
+        if not files:
             continue
         columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
                               "ORDER BY column_index", [table]).fetchall()
         select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' for name, typ in columns)
-        where = " WHERE trace_id IN (SELECT trace_id FROM traces)" if table in PER_TRACE_TABLES else ""
-        con.execute(f"DROP TABLE {table}")
+        # a dataset's part is read only where its trace's commit record puts it: a copy elsewhere
+        # (cp -a, a restored folder) is never a second reading of the same trace (issue 21, item 6)
+        where = (" WHERE (CAST(trace_id AS BIGINT), CAST(run_id AS VARCHAR), TRY_CAST(rank AS INTEGER)) IN "
+                 "(SELECT (trace_id, run_id, CAST(rank AS INTEGER)) FROM traces)" if dataset else
+                 " WHERE trace_id IN (SELECT trace_id FROM traces)") if table in PER_TRACE_TABLES else ""
         # the small tables (a row per run, trace, side-file record) are read once, the event
         # tables too when they fit in memory: each query would read every part again
         kind = "VIEW" if table in PER_TRACE_TABLES and not in_memory else "TABLE"
-        con.execute(f"CREATE {kind} {table} AS SELECT {select} FROM {source}{where}")
+        _create(con, kind, table, select, files, PARTITIONED.get(table, ()) if not files[0].parent == directory
+                else (), where)
     register_definitions(con, directory)
     return con
+
+
+def damaged(path: Path, exc: BaseException) -> None:
+    """One line on stderr for a file of the dataset that cannot be read; readers answer from the
+    rest (issue 21, item 4)."""
+    import sys
+
+    from scaletrace.pipeline.oneline import message, one_line
+
+    sys.stderr.write(f"warning: {path}: damaged Parquet file, read without it ({one_line(message(exc), 300)})\n")
+
+
+def _create(con, kind: str, table: str, select: str, files: list[Path], keys: tuple, where: str) -> None:
+    """Replace the schema's empty ``table`` by a table (or view) over ``files``; when one is damaged
+    (truncated, garbage, 0 bytes, a partition value that is not its column's type), each is
+    checked and the damaged ones are named and left out (all damaged: the empty table stays)."""
+    if _replace(con, kind, table, f"SELECT {select} FROM {_read(files, keys)}{where}"):
+        return
+    good = []
+    for path in files:
+        try:
+            con.execute(f"CREATE TEMP TABLE _checked AS SELECT {select} FROM {_read([path], keys)}")
+            good.append(path)
+        except duckdb.Error as exc:
+            damaged(path, exc)
+        finally:
+            con.execute("DROP TABLE IF EXISTS _checked")
+    if good:
+        _replace(con, kind, table, f"SELECT {select} FROM {_read(good, keys)}{where}")
+
+
+def _replace(con, kind: str, table: str, query: str) -> bool:
+    con.execute("BEGIN")
+    try:
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"CREATE {kind} {table} AS {query}")
+        if kind == "VIEW":
+            con.execute(f"SELECT * FROM {table} LIMIT 0").fetchall()
+        con.execute("COMMIT")
+        return True
+    except duckdb.Error:
+        con.execute("ROLLBACK")
+        return False
 
 
 # The event tables are loaded into memory when their Parquet files take at most this fraction
@@ -97,13 +146,27 @@ def _event_bytes(directory: Path) -> int:
     return total
 
 
-def _source(directory: Path, table: str) -> str | None:
-    """The read_parquet of a table: one file (an export), a folder of parts, or None (no rows)."""
+# The names a dataset's writers give (pipeline/dataset.py): parts are named by trace id, records by
+# a 32-digit key; anything else under the folders (a conflict copy `x (1).parquet`) is not read.
+_PART_NAME = re.compile(r"^\d+\.parquet$")
+_RECORD_NAME = re.compile(r"^[0-9a-f]{32}\.parquet$")
+
+
+def _files(directory: Path, table: str, dataset: bool) -> list[Path]:
+    """The Parquet files of a table: one file (an export), the parts of a folder, or none."""
     single, parted = directory / f"{table}.parquet", directory / table
     if single.is_file():
-        return f"read_parquet({_quote(single)})"
-    if not parted.is_dir() or not any(parted.rglob("*.parquet")):
-        return None
-    keys = PARTITIONED.get(table, ())
+        return [single]
+    if not parted.is_dir():
+        return []
+    files = sorted(p for p in parted.rglob("*.parquet") if p.is_file())  # a folder named x.parquet is not one
+    if dataset and table in PER_TRACE_TABLES:
+        files = [p for p in files if _PART_NAME.match(p.name)]
+    elif dataset and table in ("traces", "runs", "side_files"):
+        files = [p for p in files if _RECORD_NAME.match(p.name)]
+    return files
+
+
+def _read(files: list[Path], keys: tuple) -> str:
     hive = f", hive_partitioning = true, hive_types = {{{', '.join(f'{k!r}: VARCHAR' for k in keys)}}}" if keys else ""
-    return f"read_parquet({_quote(parted / '**' / '*.parquet')}{hive}, union_by_name = true)"
+    return f"read_parquet([{', '.join(_quote(f) for f in files)}]{hive}, union_by_name = true)"

@@ -258,10 +258,16 @@ def ingest(
             record(outcome)
             log_outcome(con, outcome)
         runs = read_runs(run_dirs, con, record, meta)
+        for outcome in drop_vanished(con, runs):
+            record(outcome)
+            log_outcome(con, outcome)
         known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
     finally:
         con.close()  # workers are forked with no DuckDB instance (and its threads) alive
     tasks = [(f, run) for run in runs for f in run.files]
+    pending = {str(f) for f, _ in tasks}  # not yet written: their stored rows may be stale
+    deferred: list = []  # files whose rank clashed only with such rows: written after the others
+    moving: dict[str, int] = {}  # a deferred file -> its new rank
     parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
     first = next(parsed, None)
     con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked and set up above
@@ -273,10 +279,22 @@ def ingest(
         written_runs: set[str] = set()  # runs rows this ingest has written (8 ms an upsert)
         for item in itertools.chain([first] if first else [], parsed):
             (path, run), result = item
-            outcome = _write_safely(con, path, run, result, written_runs)
+            pending.discard(str(path))
+            outcome = _write_safely(con, path, run, result, written_runs, pending | {str(p) for (p, _), _ in deferred})
+            done += 1
+            if outcome.status == DEFERRED:
+                deferred.append(item)
+                moving[str(path)] = int(outcome.message)
+                continue
             record(outcome)
             log_outcome(con, outcome)
-            done += 1
+            if on_progress:
+                on_progress(done, len(tasks))
+        for (path, run), result in deferred:  # every other file is written: the run as it is now
+            outcome = _write_safely(con, path, run, result, written_runs, moving=moving)
+            moving.pop(str(path))
+            record(outcome)
+            log_outcome(con, outcome)
             if on_progress:
                 on_progress(done, len(tasks))
         for run in runs:
@@ -393,12 +411,27 @@ def stored_others(con, run_id: str, path: Path) -> int:
                        [run_id, str(path)]).fetchall()[0][0]
 
 
-def check_clash(con, run_id: str, rank: int, path: Path) -> None:
-    """TraceError when another file of the run is stored with the same rank."""
-    clash = con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? LIMIT 1",
-                        [run_id, rank, str(path)]).fetchall()
+class ClashWithPending(TraceError):
+    """The rank is stored for another file of the run that this ingest has yet to write: its
+    rows may be those of a replaced version (ranks swapped between files in place), so the
+    check is made again once that file is written (issue 21, item 8)."""
+
+
+DEFERRED = "deferred"  # an Outcome status that never reaches the log: the file is written later
+
+
+def check_clash(con, run_id: str, rank: int, path: Path, pending: set[str] | frozenset = frozenset(),
+                moving: dict[str, int] | None = None) -> None:
+    """TraceError when another file of the run is stored with the same rank; ClashWithPending
+    when each such file is one of ``pending`` (this ingest has yet to write them).  ``moving``:
+    deferred files and the rank each now has; a row of one moving to another rank is no clash."""
+    clash = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? "
+                                       "ORDER BY path", [run_id, rank, str(path)]).fetchall()
+             if not (moving and p in moving and moving[p] != rank)]
+    if clash and all(p in pending for p in clash):
+        raise ClashWithPending(clash[0])
     if clash:
-        raise TraceError(f"duplicate rank {rank} in run '{run_id}': also in {clash[0][0]}")
+        raise TraceError(f"duplicate rank {rank} in run '{run_id}': also in {clash[0]}")
 
 
 def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: ParsedFile) -> store.TraceRow:
@@ -424,7 +457,22 @@ def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:
                    warning, trace.json_bytes)
 
 
-def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str]) -> Outcome:
+def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None = None) -> list[Outcome]:
+    """An ingest sees each run directory as it is now (issue 21, item 8): a stored trace whose file
+    is gone (a re-profiled run, a deleted or renamed file) is dropped, with a note."""
+    notes = []
+    for run in runs:
+        for path in store.vanished(con, run.run_id, str(run.path)):
+            store.drop_trace(con, path)
+            if on_drop:
+                on_drop(path)
+            notes.append(Outcome(path, "note", "the file is gone from its run directory; its rows were dropped",
+                                 run.run_id))
+    return notes
+
+
+def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
+           pending: set[str] | frozenset = frozenset(), moving: dict[str, int] | None = None) -> Outcome:
     if parsed.error:
         return Outcome(str(path), "error", parsed.error, run.run_id)
     extracted = parsed.extracted
@@ -433,7 +481,9 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
     try:
         rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
                                           lambda: stored_others(con, run.run_id, path))
-        check_clash(con, run.run_id, rank, path)
+        check_clash(con, run.run_id, rank, path, pending, moving)
+    except ClashWithPending:
+        return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
     trace = trace_row(path, run.run_id, rank, rank_source, parsed)
@@ -446,12 +496,13 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
     return stored_outcome(trace, extracted.meta.zero_duration_events)
 
 
-def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str]) -> Outcome:
+def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
+                  pending: set[str] | frozenset = frozenset(), moving: dict[str, int] | None = None) -> Outcome:
     """_write, where any exception is that file's one line (the backstop, with its type); a
     database that can no longer be written (disk full: DuckDB invalidates it) ends the ingest
     with one DatabaseError line naming the first error."""
     try:
-        outcome = _write(con, path, run, parsed, written_runs)
+        outcome = _write(con, path, run, parsed, written_runs, pending, moving)
     except duckdb.FatalException as exc:
         outcome = Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)
     except Exception as exc:

@@ -68,3 +68,34 @@ def replace_trace(con, trace: TraceRow, run: dict | None, ex: Extracted | None, 
         con.execute("ROLLBACK")
         raise
     return trace_id
+
+
+def drop_trace(con, path: str) -> None:
+    """Delete the rows of the trace stored from ``path``, in one transaction."""
+    con.execute("BEGIN")
+    try:
+        for (tid,) in con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchall():
+            for table in Extracted.TABLES:
+                con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [tid])
+            con.execute("DELETE FROM traces WHERE trace_id = ?", [tid])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def vanished(con, run_id: str, run_dir: str) -> list[str]:
+    """Stored traces of the run (or of its directory) whose file is gone from the disk: what a
+    re-profiled run left behind (issue 21, item 8)."""
+    import os
+
+    rows = con.execute("SELECT path, run_id FROM traces WHERE run_id = ? OR starts_with(path, ?) ORDER BY path",
+                       [run_id, run_dir.rstrip("/") + "/"]).fetchall()
+    return [path for path, run in rows if (run == run_id or os.path.dirname(path) == run_dir)
+            and not os.path.lexists(path)]
+
+
+def duplicate_ranks(con, run_id: str) -> list[tuple[int, list[str]]]:
+    """(rank, paths) of every rank the run holds more than one trace of."""
+    return con.execute("SELECT rank, list(path ORDER BY path) FROM traces WHERE run_id = ? GROUP BY rank "
+                       "HAVING count(*) > 1 ORDER BY rank", [run_id]).fetchall()

@@ -266,3 +266,199 @@ def test_a_path_that_is_not_utf8_costs_that_file_alone(tmp_path, target, bad):
         assert _lines(result) == [path.decode("utf-8", "backslashreplace") + ": its path is not valid UTF-8, which "
                                   "the database stores paths as; rename the file or its directory"]
         assert sorted(query(out, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+
+
+# --- item 8: re-profiling into the same directory ----------------------------------------------------
+
+def _ranks(db) -> dict:
+    from scaletrace.pipeline.db import connect
+
+    with connect(db) as database:
+        rows = database.sql("SELECT path, rank, num_events FROM traces ORDER BY path").rows()
+    return {os.path.basename(path): (rank, events) for path, rank, events in rows}
+
+
+@pytest.mark.parametrize("target", ["--db", "--parquet"])
+def test_ranks_swapped_between_files_in_place(tmp_path, target):
+    """Two traces named by host are overwritten with their ranks swapped: every re-ingest failed
+    both files ("duplicate rank ... also in" the other's stale row), for ever."""
+    run = tmp_path / "run"
+    write_trace(run / "hostA.json", GOOD, rank=0)
+    write_trace(run / "hostB.json", GOOD[:1], rank=1)
+    db = tmp_path / ("t.duckdb" if target == "--db" else "ds")
+    assert _ingest(run, target, db).exit_code == 0
+    write_trace(run / "hostA.json", GOOD + GOOD[:1], rank=1)
+    write_trace(run / "hostB.json", GOOD[:1] * 4, rank=0)
+    for _ in range(2):
+        result = _ingest(run, target, db)
+        assert result.exit_code == 0 and not _lines(result), result.output
+        assert _ranks(db) == {"hostA.json": (1, 3), "hostB.json": (0, 4)}
+
+
+def test_a_real_duplicate_among_the_new_files_is_still_refused(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "hostA.json", GOOD, rank=0)
+    write_trace(run / "hostB.json", GOOD, rank=1)
+    db = tmp_path / "t.duckdb"
+    assert _ingest(run, "--db", db).exit_code == 0
+    write_trace(run / "hostA.json", GOOD + GOOD, rank=1)  # now both say rank 1; hostB unchanged
+    result = _ingest(run, "--db", db)
+    assert result.exit_code == 1
+    assert _lines(result) == [f"{run / 'hostA.json'}: duplicate rank 1 in run 'run': also in {run / 'hostB.json'}"]
+    assert _ranks(db) == {"hostA.json": (0, 2), "hostB.json": (1, 2)}  # a failed file replaces nothing
+
+
+def test_a_failed_file_replaces_nothing_when_ranks_were_swapped(tmp_path):
+    run = tmp_path / "run"
+    write_trace(run / "hostA.json", GOOD, rank=0)
+    write_trace(run / "hostB.json", GOOD, rank=1)
+    db = tmp_path / "t.duckdb"
+    assert _ingest(run, "--db", db).exit_code == 0
+    write_trace(run / "hostA.json", GOOD * 3, rank=1)
+    (run / "hostB.json").write_text('{"traceEvents": [')  # re-profiled, then cut short
+    result = _ingest(run, "--db", db)
+    assert result.exit_code == 1
+    lines = _lines(result)
+    assert lines[0].startswith(f"{run / 'hostB.json'}: malformed or truncated JSON"), lines
+    # hostB's stored rank 1 stands (a failed file replaces nothing), so hostA's new rank 1 clashes
+    assert lines[1:] == [f"{run / 'hostA.json'}: duplicate rank 1 in run 'run': also in {run / 'hostB.json'}"]
+    assert _ranks(db) == {"hostA.json": (0, 2), "hostB.json": (1, 2)}
+    write_trace(run / "hostB.json", GOOD, rank=0)  # fixed: the swap completes
+    assert _ingest(run, "--db", db).exit_code == 0
+    assert _ranks(db) == {"hostA.json": (1, 6), "hostB.json": (0, 2)}
+
+
+@pytest.mark.parametrize("target", ["--db", "--parquet"])
+def test_a_deleted_trace_is_no_longer_served(tmp_path, target):
+    """Re-running the collector into the same --out after deleting the old files: the new file was
+    refused as a duplicate of the deleted one, which went on being served."""
+    run = tmp_path / "run"
+    write_trace(run / "rank0.host.111.json", GOOD, rank=0)
+    write_trace(run / "rank1.host.111.json", GOOD, rank=1)
+    out = tmp_path / ("t.duckdb" if target == "--db" else "ds")
+    assert _ingest(run, target, out).exit_code == 0
+    for old in run.iterdir():
+        old.unlink()
+    write_trace(run / "rank0.host.222.json", GOOD * 2, rank=0)
+    result = CliRunner().invoke(main, ["ingest", str(run), target, str(out)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in _lines(result) if line.startswith("note: ")]
+    assert notes[:2] == [f"note: {run / f'rank{r}.host.111.json'}: the file is gone from its run directory; its rows "
+                     "were dropped" for r in (0, 1)], result.output
+    breakdown = query(out, "rank_breakdown")
+    assert breakdown["rank"].to_list() == [0]
+    assert query(out, "run_summary")["run_id"].to_list() == ["run"]
+
+
+# --- items 4 and 6: a damaged or doubled Parquet dataset ----------------------------------------------
+
+@pytest.fixture()
+def dataset(tmp_path):
+    runs = tmp_path / "runs"
+    write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
+    write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
+    ds = tmp_path / "ds"
+    assert _ingest(runs, "--parquet", ds).exit_code == 0
+    return runs, ds
+
+
+def _part(ds, table: str, run: str = "c"):
+    (part,) = [p for p in (ds / table).rglob("*.parquet") if f"run_id={run}" in str(p)]
+    return part
+
+
+DAMAGE = {
+    "truncated event part": lambda ds: os.truncate(_part(ds, "device_events"), 100),
+    "0-byte event part": lambda ds: os.truncate(_part(ds, "cpu_events"), 0) if any(
+        (ds / "cpu_events").rglob("*.parquet")) else os.truncate(_part(ds, "collectives"), 0),
+    "garbage steps part": lambda ds: _part(ds, "interval_unions").write_bytes(b"PAR1" + os.urandom(300)),
+    "truncated commit record": lambda ds: os.truncate(sorted((ds / "traces").glob("*.parquet"))[0], 50),
+    "corrupt runs file": lambda ds: sorted((ds / "runs").glob("*.parquet"))[0].write_bytes(b"garbage"),
+    "corrupt ingest log": lambda ds: sorted((ds / "ingest_log").glob("*.parquet"))[0].write_bytes(b""),
+    "corrupt meta.parquet": lambda ds: (ds / "meta.parquet").write_bytes(b"not parquet"),
+    "rank=abc partition": lambda ds: (lambda p: (p.parent.parent / "rank=abc").mkdir() or
+                                      (p.parent.parent / "rank=abc" / "7.parquet").write_bytes(p.read_bytes()))(
+        _part(ds, "device_events", "a")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_dataset_is_read_from_the_rest_and_the_next_ingest_repairs_it(dataset, case):
+    runs, ds = dataset
+    DAMAGE[case](ds)
+    result = CliRunner().invoke(main, ["query", "rank_breakdown", "--db", str(ds), "--format", "csv"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    warnings = [line for line in _lines(result) if line.startswith("warning: ")]
+    assert all("damaged Parquet file, read without it" in w for w in warnings), result.output
+    # a rank=abc folder is no trace's committed place: it is not read at all (item 6)
+    assert warnings or case == "rank=abc partition", result.output
+    assert _ingest(runs, "--parquet", ds).exit_code == 0
+    result = CliRunner().invoke(main, ["query", "rank_breakdown", "--db", str(ds), "--format", "csv"])
+    assert result.exit_code == 0
+    if case != "rank=abc partition":  # a folder no writer made is left alone, and named on every read
+        assert "warning" not in result.stderr, result.stderr
+    assert sorted(query(ds, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+
+
+def test_a_folder_named_like_a_part_does_not_stop_a_rerun(dataset):
+    runs, ds = dataset
+    (ds / "steps" / "run_id=a" / "x.parquet").mkdir(parents=True)
+    result = _ingest(runs, "--parquet", ds)
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert sorted(query(ds, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+
+
+@pytest.mark.parametrize("copy", ["conflict copy", "other rank folder", "record copy"])
+def test_a_duplicate_part_is_not_read_twice(dataset, copy):
+    """cp -a, an rsync / Dropbox conflict copy or a manual restore left a second copy of a part:
+    that rank's events counted twice and run_summary changed silently."""
+    import shutil
+
+    from scaletrace.pipeline.db import connect
+
+    def events():
+        with connect(ds) as database:
+            return database.sql("SELECT count(*) FROM device_events").item(), database.query("rank_breakdown").to_dicts()
+
+    runs, ds = dataset
+    before = events()
+    assert before[0] == 2 * len(GOOD)
+    part = _part(ds, "device_events", "a")
+    if copy == "conflict copy":
+        shutil.copy2(part, part.with_name(f"{part.stem} (1).parquet"))
+    elif copy == "other rank folder":
+        (part.parent.parent / "rank=1").mkdir()
+        shutil.copy2(part, part.parent.parent / "rank=1" / part.name)
+    else:
+        record = sorted((ds / "traces").glob("*.parquet"))[0]
+        shutil.copy2(record, record.with_name(f"{record.stem} (1).parquet"))
+    assert events() == before
+
+
+# --- item 5: a Parquet ingest onto a full disk -------------------------------------------------------
+
+def test_a_full_disk_stops_a_parquet_ingest_with_one_line_and_a_rerun_completes(tmp_path):
+    """A pyarrow `OSError: [Errno 28]` traceback before.  A file-size limit fails writes as a full
+    disk does (EFBIG), in the workers and in the driver alike."""
+    import resource
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    for i in range(6):
+        write_trace(runs / f"r{i}" / "rank0.json", [kernel(f"gemm_{j}", j * 10, 5) for j in range(3000)], rank=0)
+    ds = tmp_path / "ds"
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    result = subprocess.run([sys.executable, "-m", "scaletrace.cli", "ingest", str(runs), "--parquet", str(ds), "-q",
+                             "--workers", "1"], preexec_fn=small_files, capture_output=True, text=True, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1 and "File too large" in lines[0] and lines[0].endswith(
+        "re-run when the dataset can be written)"), lines
+    result = _ingest(runs, "--parquet", ds)
+    assert result.exit_code == 0, result.output
+    assert len(query(ds, "rank_breakdown")) == 6

@@ -87,7 +87,12 @@ mutation = st.one_of(
     st.tuples(st.just("number"), st.floats(0, 1), st.sampled_from(
         [b"1e400", b"-1", b"NaN", b"99999999999999999999999", b'"x"', b"null", b"[]", b"{}", b"-0.0",
          # issue 11: values that escaped the checks before
-         b'"NaN"', b'"sNaN"', b'"-Infinity"', b"1e999999", b"1e999990", b"9" * 5000, b"2000000000"])),
+         b'"NaN"', b'"sNaN"', b'"-Infinity"', b"1e999999", b"1e999990", b"9" * 5000, b"2000000000",
+         # issue 21: values that ingested and then broke every query (overflow, division by zero),
+         # and nesting that overflowed the compiled scanner's stack
+         b"9223372036854775807", b"4611686018427387904", b"0", b"-9200000000000000", b"9200000000000000",
+         b"[[4611686018427387904, 4611686018427387904], [4611686018427387904, 4611686018427387904]]",
+         b"[" * 300 + b"]" * 300, b"[" * 200_000 + b"]" * 200_000, b'{"k":' * 50_000 + b"1" + b"}" * 50_000])),
 )
 
 

@@ -3,11 +3,13 @@
     .venv/bin/python tests/bench/fuzz.py [--examples 10000] [--batch 25] [--workers 2]
 
 Mutates the project's micro traces (and hta-triton when ../shared is present) by truncation,
-byte flips, insertions and number replacements (including the hostile values of issue 11),
-gzipped or not.  Every mutated file is parsed alone (parsing never raises: rows or one error
+byte flips, insertions and number replacements (including the hostile values of issues 11 and 21:
+overflowing sizes, shapes and times, a group size of 0, nesting 300 to 200,000 deep), gzipped or
+not.  Every mutated file is parsed alone (parsing never raises: rows or one error
 line) and, ``--batch`` at a time, ingested together with two good runs in one mixed batch
 (``ingest`` in a process pool): no exception escapes, every error is one line, every file is in
-the ingest log, and the good runs are always stored.
+the ingest log, the good runs are always stored, and the queries that compute with the stored
+values (collectives, op_efficiency, hta_*, idle_breakdown, run_summary, scaling) still answer.
 """
 
 from __future__ import annotations
@@ -96,10 +98,24 @@ def _mixed_batch(mutated: list[bytes], root: Path, workers: int) -> None:
     finally:
         con.close()
     assert set(GOOD_RUNS) <= stored, f"{root}: good runs missing: {set(GOOD_RUNS) - stored}"
+    _queries_answer(db)
     files = len(mutated) + sum(len([p for p in (FIXTURES / n).glob("*.json*") if p.name != "run.json"])
                                for n in GOOD_RUNS)
     assert logged == files, f"{root}: {logged} of {files} files in the ingest log"
     shutil.rmtree(root)
+
+
+# issue 21, item 2: a value one mutated file holds must never break a query for the other runs
+EVERY_RUN_QUERIES = ("collectives", "op_efficiency", "hta_temporal_breakdown", "hta_idle_time_breakdown",
+                     "idle_breakdown", "run_summary", "rank_breakdown", "scaling")
+
+
+def _queries_answer(db: Path) -> None:
+    from scaletrace.pipeline.db import connect
+
+    with connect(db) as database:
+        for name in EVERY_RUN_QUERIES:
+            database.query(name)
 
 
 if __name__ == "__main__":
