@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from scaletrace.reports.chartkit import si as chart_si
 from scaletrace.reports.order import sort_runs
 from scaletrace.reports.words import STEP_PARTS, present, share
 
@@ -74,17 +75,8 @@ class DecisionCard:
 
 
 def si(x, unit: str = "") -> str:
-    """Three significant digits with an SI prefix, never e-notation: '4.10 M tokens/s', '44.1 k', '612'."""
-    if not present(x):
-        return "–"
-    v = float(x)
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {prefix} {unit}".rstrip()
-    text = f"{v:.3g}" if abs(v) >= 0.01 or v == 0 else f"{v:.2g}"
-    if "e" in text:
-        text = f"{v:.6f}".rstrip("0")
-    return f"{text} {unit}".rstrip()
+    """chartkit.si (the charts' SI rule: '4.1 M tokens/s', '44 k tokens/J', '612'), '–' where missing."""
+    return (chart_si(x, unit) or "–").strip()
 
 
 def hours(x, unit: str = "h") -> str:
