@@ -390,7 +390,7 @@ class _Streamed:
         elif self.fmt == "json":  # one array of row objects, written a batch at a time
             click.echo(("[" if not self.rows else ",") + df.write_json()[1:-1], nl=False, color=True)
         else:
-            click.echo(("\n\n" if self.rows else ""), nl=False)
+            click.echo(("\n" if self.rows else ""), nl=False)  # the blank line between rows (_emit ends in \n)
             _emit(df, "line")
         self.rows += df.height
 
@@ -404,8 +404,6 @@ class _Streamed:
             _emit(empty, "csv")
         elif self.fmt == "json":
             click.echo("]" if self.rows else "[]", color=True)
-        elif self.fmt == "line" and self.rows:
-            pass
 
 
 def _cell(value) -> str:
@@ -812,7 +810,8 @@ def run_all(paths, out_dir, png, meta, quiet) -> None:
 @click.argument("run_a")
 @click.argument("run_b")
 @DB_OPTION
-@click.option("--top", type=int, default=None, metavar="N", help="Only the N families that changed most.")
+@click.option("--top", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the N families that changed most (N at least 1).")
 @FORMAT_OPTION
 @COLUMNS_OPTION
 def diff(run_a, run_b, db, top, fmt, columns) -> None:
@@ -826,7 +825,7 @@ def diff(run_a, run_b, db, top, fmt, columns) -> None:
 
     \b
     Example:
-      scaletrace diff ddp-2 ddp-4 --db demo.duckdb
+      scaletrace diff demo-gpt-ddp-2 demo-gpt-ddp-4 --db demo.duckdb
       scaletrace diff llama-64 llama-128 --db runs.duckdb --top 10 --format csv
     """
     from scaletrace.reports.explain import run_diff
@@ -867,7 +866,7 @@ def explain(run, db, run_option, workload, fmt) -> None:
     \b
     Example:
       scaletrace explain --db demo.duckdb
-      scaletrace explain ddp-4 --db demo.duckdb
+      scaletrace explain demo-gpt-ddp-4 --db demo.duckdb
       scaletrace explain --db runs.duckdb --workload llama7b --format csv
     """
     from scaletrace.reports.explain import explain as explain_runs, table

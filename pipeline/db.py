@@ -20,7 +20,11 @@ KNOWN_VALUES = {
     "run_id": ("run", "runs", "SELECT DISTINCT run_id FROM runs ORDER BY 1"),
     "workload": ("sweep (workload)", "workloads", "SELECT DISTINCT workload FROM runs WHERE workload IS NOT NULL ORDER BY 1"),
 }
+KNOWN_VALUES["run_a"] = KNOWN_VALUES["run_b"] = KNOWN_VALUES["run_id"]  # run_diff's two runs
 MAX_LISTED = 20  # known values named in one error line
+# Queries whose rows are runs of a sweep (run.json `workload`): a note names the runs without one.
+SWEEP_QUERIES = ("scaling", "layouts", "scaling_attribution", "scaling_attribution_by_group", "run_gpu_time")
+TRACE_MAGIC = (b"\x1f\x8b", b"{", b"[")  # gzip, or JSON in object or array form (a Kineto trace)
 READER_MEMORY_FRACTION = 4  # a reading connection's DuckDB memory_limit: this share of the machine's memory
 INTERRUPT_WAIT_S = 5.0  # after an interrupt, how long to wait for DuckDB to stop before going on without it
 BATCH_ROWS = 65_536  # rows per batch of a streamed result (Database.stream)
@@ -107,6 +111,9 @@ class Database:
     def __init__(self, path: str | Path, wait_s: float = 10.0, timeout_s: float | None = None):
         self.path = Path(path)
         self.timeout_s = timeout_s  # each query's time limit (None: none); Ctrl-C stops one either way
+        not_db = _traces_not_database(self.path)
+        if not_db:
+            raise DatabaseError(not_db)
         if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
             from scaletrace.pipeline.export import open_parquet
 
@@ -152,6 +159,8 @@ class Database:
         q = queries.load(name)
         if self.num_traces() == 0:
             return [f"{self.path} holds no traces: ingest some with `scaletrace ingest PATH --db {self.path}`"]
+        if name in SWEEP_QUERIES:
+            return self._no_workload_note(name)
         if not q.cpu_only:
             return []
         run_id = queries.bind(q, params).get("run_id")
@@ -160,6 +169,16 @@ class Database:
         if cpu_runs.is_empty():
             return []
         return [f"{', '.join(cpu_runs['run_id'])}: {q.cpu_only}"]
+
+    def _no_workload_note(self, name: str) -> list[str]:
+        """The runs a sweep query leaves out because run.json gives them no workload."""
+        alone = self._run("SELECT run_id FROM runs WHERE workload IS NULL ORDER BY 1", None)["run_id"].to_list()
+        if not alone:
+            return []
+        listed = ", ".join(alone[:MAX_LISTED]) + (f" and {len(alone) - MAX_LISTED} more" if len(alone) > MAX_LISTED else "")
+        return [f"{len(alone)} run{'s' * (len(alone) != 1)} without a workload in run.json, so in no sweep and not in "
+                f"'{name}': {listed}; give them one with `scaletrace ingest PATH --meta workload=NAME` "
+                "(`scaletrace explain` describes every run on its own)"]
 
     def num_traces(self) -> int:
         """Trace files ingested into this database."""
@@ -267,6 +286,47 @@ def _to_polars(data) -> pl.DataFrame:
     except Exception as exc:  # noqa: BLE001  polars / pyarrow: a type they cannot convert
         raise queries.QueryError(f"cannot show this result ({type(exc).__name__}: {_first_line(exc)}); "
                                  "cast the column, e.g. col::VARCHAR") from None
+
+
+def _is_trace(path: Path) -> bool:
+    """A trace file by its name (the names ingest reads) or its first bytes (gzip or JSON, not DuckDB's)."""
+    from scaletrace.pipeline.ingest import is_trace_file
+
+    if is_trace_file(path):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return head[8:12] != b"DUCK" and head.lstrip().startswith(TRACE_MAGIC)
+
+
+def _holds_traces(path: Path, limit: int = 10_000) -> bool:
+    """A trace file somewhere under ``path`` (among the first ``limit`` entries)."""
+    from scaletrace.pipeline.ingest import is_trace_file
+
+    for i, found in enumerate(path.rglob("*")):
+        if i >= limit:
+            return False
+        if is_trace_file(found):
+            return True
+    return False
+
+
+def _traces_not_database(path: Path) -> str | None:
+    """What to say when --db names traces (a trace file, or a folder of them that is no Parquet
+    export) instead of a database: ingest them first.  None for anything else."""
+    import shlex
+
+    if path.is_file() and _is_trace(path):
+        what = "a trace file"
+    elif path.is_dir() and not (path / "meta.parquet").exists() and _holds_traces(path):
+        what = "a folder of traces"
+    else:
+        return None
+    return (f"{path}: {what}, not a scaletrace database; ingest it first: "
+            f"`scaletrace ingest {shlex.quote(str(path))} --db runs.duckdb`, then give `--db runs.duckdb`")
 
 
 def connect(path: str | Path = "scaletrace.duckdb", wait_s: float = 10.0, timeout_s: float | None = None

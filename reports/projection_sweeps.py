@@ -51,6 +51,9 @@ class Sweep:
         return self.points[0]
 
 
+MAX_SKIPPED_LINES = 3  # more sweeps left out than this: `project`'s error is a summary (not_projected_line)
+
+
 @dataclass(frozen=True)
 class Skipped:
     """A sweep (or layout family) left out of the projection, and why; ``str()`` is its one line."""
@@ -188,6 +191,10 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
     if isinstance(what_if, str):
         what_if = parse_what_if(what_if)
     sweeps, skipped = fit_sweeps(db, workload)
+    if not sweeps and len(skipped) > MAX_SKIPPED_LINES:
+        from scaletrace.reports.charts_projection import not_projected_line  # it imports this module
+
+        raise NotIdentifiableError(not_projected_line(skipped, []).removeprefix("Projection: ").rstrip("."))
     if not sweeps:
         raise NotIdentifiableError("; ".join(map(str, skipped)) if skipped else
                                    "projection not identifiable: no sweep (runs with a workload, tokens per "
