@@ -81,9 +81,10 @@ CHARTS = [
               "No MFU: needs tokens per step, model.num_params (or flops_per_token) and a known device "
               "peak (device.peak_flops in run.json).", "runs", _has("mfu_pct"), build_mfu),
     ChartSpec("step_time", "Step time and where it goes",
-              "Each run's step time (median over steps of the slowest rank, labelled at the bar's end) split "
-              "in the proportions of the next chart: compute, exposed communication, exposed memory, other "
-              "and idle, in ms." + SLIVERS,
+              "Each run's step time (median over steps of the slowest rank, labelled at the bar's end): "
+              "compute, exposed communication, exposed memory and other in ms per profiled step (inside the "
+              "step's window, mean over ranks and steps: the figures of the communication vs compute chart), "
+              "and idle, the rest of the step time, when the device did nothing (query run_breakdown)." + SLIVERS,
               "No step time: the traces have no ProfilerStep annotations and the run no step log.",
               "breakdown", _has("step_time_ns"), build_step_time),
     ChartSpec("breakdown", "Where step time goes (% of span)",

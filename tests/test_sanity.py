@@ -177,3 +177,27 @@ def test_a_projection_that_does_not_fit_is_not_drawn_and_is_marked(demo_db):
     proj = project_db(str(demo_db)).filter(~pl.col("measured"))
     assert not proj["fits"].any()
     assert all(n.startswith("not a prediction: leave-one-out error up to ") for n in proj["notes"])
+
+
+def test_milliseconds_per_step_have_one_basis(demo_db):
+    """The step-time chart's compute and exposed comm are the comm-vs-compute chart's (per profiled step,
+    mean over ranks and steps: the demo's ddp-2 exposes 3.09 ms in both, where the step-time chart once
+    showed step time × share, 2.34 ms); idle is the rest of the step; the per-rank chart is per step."""
+    from scaletrace.reports.charts_step import build_rank_wait
+
+    rows = query(demo_db, "run_breakdown").to_dicts()
+    for r in rows:
+        assert r["compute_of_step_ns"] == pytest.approx(r["compute_per_step_ns"])
+        assert r["exposed_comm_of_step_ns"] == pytest.approx(r["exposed_comm_per_step_ns"])
+        parts = sum(r[f"{p}_of_step_ns"] for p in ("compute", "exposed_comm", "exposed_memory", "other", "idle"))
+        assert parts == pytest.approx(max(r["step_time_ns"], parts - r["idle_of_step_ns"]))
+    ddp2 = next(r for r in rows if r["run_id"] == "ddp-2")
+    assert ddp2["exposed_comm_of_step_ns"] / 1e6 == pytest.approx(3.09, abs=0.005)
+    waits = query(demo_db, "rank_wait")
+    spec = build_rank_wait(waits).to_dict()
+    drawn = {(v["run_id"], v["rank"], v["part"]): v["ms"] for v in spec["data"]["values"]} if "data" in spec else {}
+    if not drawn:  # the values sit in the datasets of the spec
+        drawn = {(v["run_id"], v["rank"], v["part"]): v["ms"] for d in spec["datasets"].values() for v in d}
+    for w in waits.iter_rows(named=True):
+        assert drawn[(w["run_id"], w["rank"], "waiting for a slow peer")] == pytest.approx(
+            w["exposed_wait_ns"] / 1e6 / w["num_steps"])
