@@ -285,7 +285,7 @@ CARD_LEGEND = ("One row per sweep and GPU count: its fastest run. Efficiency is 
                "with the fewest GPUs, named). GPU-hours per 1e9 tokens = GPUs × hours per 1e9 tokens "
                "(1e9 ÷ tokens/s ÷ 3600); tokens per joule from NVML power samples, where taken. "
                "Added GPU vs baseline GPU = tokens/s added per added GPU since the previous GPU count ÷ the "
-               f"baseline's tokens/s per GPU. {STOP_RULE} ⚠: run_summary warns about the MFU (see Warnings).")
+               f"baseline's tokens/s per GPU. {STOP_RULE} ⚠: run_summary warns about the run (hover it, or see Warnings).")
 
 
 __all__ = ["CARD_COLUMNS", "DecisionCard", "MARGINAL_FLOOR_PCT", "STOP_RULE", "Verdict", "card_from_db",
