@@ -49,6 +49,7 @@ from scaletrace.pipeline.decode import TraceError
 from scaletrace.pipeline.errors import DatasetError
 from scaletrace.pipeline.export import PARTITIONED
 from scaletrace.pipeline.export import _files as export_files
+from scaletrace.pipeline.export import whole_parquet
 from scaletrace.pipeline.extract import Extracted
 from scaletrace.pipeline.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
                                         drop_vanished, ingest_side_files, log_outcome,
@@ -290,15 +291,8 @@ class Dataset:
 
 
 def _whole(path: Path, warn: bool = False) -> bool:
-    """Whether ``path`` looks like a whole Parquet file: a regular file that starts and ends with
-    the format's magic (a truncated or 0-byte part fails; cheap: 8 bytes read)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4)
-            handle.seek(-4, os.SEEK_END)
-            whole = head == b"PAR1" and handle.read(4) == b"PAR1"
-    except OSError:
-        whole = False
+    """``export.whole_parquet``; ``warn``: a damaged file is named on stderr."""
+    whole = whole_parquet(path)
     if not whole and warn:
         sys.stderr.write(f"warning: {path}: damaged Parquet file, read without it\n")
     return whole

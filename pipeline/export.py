@@ -83,10 +83,28 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
         # the small tables (a row per run, trace, side-file record) are read once, the event
         # tables too when they fit in memory: each query would read every part again
         kind = "VIEW" if table in PER_TRACE_TABLES and not in_memory else "TABLE"
+        if kind == "VIEW":  # read at query time: leave out now what is plainly damaged (no magic)
+            files = [f for f in files if whole_parquet(f) or damaged(f, ValueError("not a whole Parquet file"))]
+            if not files:
+                continue
         _create(con, kind, table, select, files, PARTITIONED.get(table, ()) if not files[0].parent == directory
                 else (), where)
     register_definitions(con, directory)
     return con
+
+
+def whole_parquet(path: Path) -> bool:
+    """Whether ``path`` looks like a whole Parquet file: a regular file that starts and ends with
+    the format's magic (a truncated or 0-byte part fails; cheap: 8 bytes read)."""
+    import os
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            handle.seek(-4, os.SEEK_END)
+            return head == b"PAR1" and handle.read(4) == b"PAR1"
+    except OSError:
+        return False
 
 
 def damaged(path: Path, exc: BaseException) -> None:

@@ -462,3 +462,18 @@ def test_a_full_disk_stops_a_parquet_ingest_with_one_line_and_a_rerun_completes(
     result = _ingest(runs, "--parquet", ds)
     assert result.exit_code == 0, result.output
     assert len(query(ds, "rank_breakdown")) == 6
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_a_damaged_part_of_a_large_dataset_read_as_views_is_left_out(dataset, monkeypatch, damage):
+    """Past IN_MEMORY_FRACTION the event tables are views, read at query time: a part without the
+    Parquet magic at both ends is named and left out when the dataset is opened."""
+    from scaletrace.pipeline import export
+
+    runs, ds = dataset
+    monkeypatch.setattr(export, "IN_MEMORY_FRACTION", 10**15)  # every dataset is "large"
+    os.truncate(_part(ds, "device_events"), 100 if damage == "truncated" else 0)
+    result = CliRunner().invoke(main, ["query", "kernel_summary", "--db", str(ds), "--format", "csv"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert [line for line in _lines(result) if line.startswith("warning: ")] == [
+        f"warning: {_part(ds, 'device_events')}: damaged Parquet file, read without it (not a whole Parquet file)"]
