@@ -1,12 +1,14 @@
 """Reports: one self-contained HTML file of scaling trends (and PNG/SVG per chart).
 
->>> from reports import build_report
+>>> from scaletrace.reports import build_report
 >>> result = build_report("runs.duckdb", "report.html", png_dir="figures")
->>> from pipeline import connect
+>>> from scaletrace.pipeline import connect
 >>> result = build_report(connect("runs.duckdb"), "report.html", runs=["llama-8", "llama-16"])
 """
 
 from __future__ import annotations
+
+import re
 
 import time
 from dataclasses import dataclass, field
@@ -109,6 +111,28 @@ def _make_dirs(directory: Path) -> list[Path]:
     return [directory]
 
 
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(value):
+    """``value`` (a chart spec: dicts, lists, strings) with every character XML cannot hold removed:
+    vl-convert writes SVG, and a control character from a run id (an escape sequence in run.json)
+    makes it abort the whole process instead of raising."""
+    if isinstance(value, str):
+        return _NOT_XML.sub("", value)
+    if isinstance(value, dict):
+        return {xml_safe(k): xml_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [xml_safe(v) for v in value]
+    return value
+
+
+def _for_paper(spec: dict) -> dict:
+    """A spec vl-convert can render: XML-safe text, a white background (papers: no transparency)."""
+    spec = xml_safe(spec)
+    return {**spec, "config": {**spec.get("config", {}), "background": "white"}}
+
+
 def static_svgs(drawn) -> dict[str, str]:
     """Every drawn chart as SVG (vl-convert, offline), for the report's <noscript> fallbacks; a chart
     vl-convert cannot render is left out of them (the page still draws it with JavaScript)."""
@@ -117,8 +141,7 @@ def static_svgs(drawn) -> dict[str, str]:
     out = {}
     for key, _, _, spec in drawn:
         try:
-            out[key] = vl_convert.vegalite_to_svg({**spec, "config": {**spec.get("config", {}),
-                                                                        "background": "white"}})
+            out[key] = vl_convert.vegalite_to_svg(_for_paper(spec))
         except Exception:  # noqa: BLE001 -- a fallback image is optional
             continue
     return out
@@ -129,7 +152,7 @@ def export_images(drawn, directory: Path, fmt: str) -> list[Path]:
 
     paths = []
     for key, _, _, spec in drawn:
-        spec = {**spec, "config": {**spec.get("config", {}), "background": "white"}}  # papers: no transparency
+        spec = _for_paper(spec)
         path = directory / f"{key}.{fmt}"
         if fmt == "png":
             path.write_bytes(vl_convert.vegalite_to_png(spec, scale=2))
