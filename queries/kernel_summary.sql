@@ -51,16 +51,19 @@ by_op AS (
     SELECT run_id, name, launch_op, count(*) AS n FROM labelled WHERE launch_op IS NOT NULL GROUP BY ALL
 ),
 per_name AS (
-    SELECT run_id, name, any_value(short_name) AS short_name, any_value(kind) AS kind, count(*) AS launches,
+    SELECT run_id, name, min(short_name) AS short_name, min(kind) AS kind, count(*) AS launches,
            sum(dur_ns) AS total_ns,
            count(*) FILTER (WHERE step IS NOT NULL) AS in_step_launches,
            sum(dur_ns) FILTER (WHERE step IS NOT NULL) AS in_step_ns
     FROM labelled GROUP BY ALL
 )
 SELECT p.run_id, p.name, p.short_name, p.kind,
-       (SELECT arg_max(f.fam, f.t) FROM by_family f WHERE f.run_id = p.run_id AND f.name = p.name) AS family,
-       (SELECT arg_max(f.basis, f.t) FROM by_family f WHERE f.run_id = p.run_id AND f.name = p.name) AS family_basis,
-       (SELECT arg_max(o.launch_op, o.n) FROM by_op o WHERE o.run_id = p.run_id AND o.name = p.name) AS launching_op,
+       -- ties broken by the value itself, so that the answer never depends on the scan order
+       (SELECT arg_max(f.fam, (f.t, f.fam)) FROM by_family f WHERE f.run_id = p.run_id AND f.name = p.name) AS family,
+       (SELECT arg_max(f.basis, (f.t, coalesce(f.basis, ''))) FROM by_family f
+        WHERE f.run_id = p.run_id AND f.name = p.name) AS family_basis,
+       (SELECT arg_max(o.launch_op, (o.n, o.launch_op)) FROM by_op o
+        WHERE o.run_id = p.run_id AND o.name = p.name) AS launching_op,
        p.launches, p.total_ns, p.total_ns / p.launches AS mean_ns,
        100.0 * p.total_ns / nullif(sum(p.total_ns) OVER (PARTITION BY p.run_id), 0) AS time_pct_of_kernel_time,
        CASE WHEN w.num_steps > 0 THEN p.in_step_launches / (w.num_ranks * w.num_steps) END
