@@ -39,7 +39,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 docs: setup
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 	@echo "docs: $$(pwd)/site/index.html"
 
 bench: setup

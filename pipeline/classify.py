@@ -1,4 +1,4 @@
-"""Classification of device activity: the one rule table (DESIGN.md).
+"""Classification of device activity: the one rule table.
 
 Every GPU event (and, on CPU-only traces, every kept CPU event) gets one
 ``kind``: ``comm``, ``memory``, ``sync``, ``compute`` or ``other``.  The rules

@@ -227,7 +227,7 @@ class Dataset:
     def drop_damaged(self, con) -> list[str]:
         """Committed traces with a part that is damaged (truncated, 0 bytes, overwritten): their
         record goes from the state, so that the trace is parsed and its parts written again
-        (issue 21, item 4: the source file's hash alone said "unchanged" for ever)."""
+        (the source file's hash alone said "unchanged" for ever)."""
         dropped = []
         for path, tid, run_id, rank in con.execute("SELECT path, trace_id, run_id, rank FROM traces").fetchall():
             parts = [part_path(self.root, table, run_id, rank, tid) for table in TRACE_TABLES]
@@ -427,7 +427,7 @@ def ingest_dataset(
 
 
 def _cannot_write(ds: Dataset, exc: OSError) -> DatasetError:
-    """The one line of an ingest that cannot write the dataset (issue 21, item 5): the traces
+    """The one line of an ingest that cannot write the dataset: the traces
     committed before stay whole, the parts written since are never read (no commit record) and
     go with the next ingest's garbage."""
     where = exc.filename or ds.root

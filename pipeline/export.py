@@ -76,7 +76,7 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
                               "ORDER BY column_index", [table]).fetchall()
         select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' for name, typ in columns)
         # a dataset's part is read only where its trace's commit record puts it: a copy elsewhere
-        # (cp -a, a restored folder) is never a second reading of the same trace (issue 21, item 6)
+        # (cp -a, a restored folder) is never a second reading of the same trace
         where = (" WHERE (CAST(trace_id AS BIGINT), CAST(run_id AS VARCHAR), TRY_CAST(rank AS INTEGER)) IN "
                  "(SELECT (trace_id, run_id, CAST(rank AS INTEGER)) FROM traces)" if dataset else
                  " WHERE trace_id IN (SELECT trace_id FROM traces)") if table in PER_TRACE_TABLES else ""
@@ -109,7 +109,7 @@ def whole_parquet(path: Path) -> bool:
 
 def damaged(path: Path, exc: BaseException) -> None:
     """One line on stderr for a file of the dataset that cannot be read; readers answer from the
-    rest (issue 21, item 4)."""
+    rest."""
     import sys
 
     from scaletrace.pipeline.oneline import message, one_line

@@ -239,7 +239,7 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
 
 
 def _check_computable(side: columns.Side, vocab: columns.Vocab) -> None:
-    """Refuse the file when a value would overflow a query's arithmetic (``limits``, issue 21
+    """Refuse the file when a value would overflow a query's arithmetic (``limits``
     item 2): one run's bad value must never break the queries of every run in the database."""
     bad = limits.outside_times(side.ts, side.dur)
     if len(bad):
@@ -436,7 +436,7 @@ def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifi
 
     A collective call (``c10d::allreduce_``) and what runs inside it is dispatch, not compute;
     a wait for a collective (``_c10d_functional::wait_tensor``: the sync rule) is kept as ``sync``
-    and what runs inside it is not compute either (DESIGN.md, "Classification").  An op that
+    and what runs inside it is not compute either (docs: "Classification").  An op that
     encloses a call or a wait (``aten::add`` around a DTensor wait) is stored as its pieces
     outside them, so that the thread's blocked time never counts as compute."""
     kinds = [KINDS[k] for k in _kinds(cpu, vocab, classifier, "cpu").tolist()]

@@ -130,7 +130,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
 def _named_in_utf8(path: Path, problems: list[Outcome]) -> bool:
     """Whether ``path`` is UTF-8 text, as the database stores paths; a name with another byte
     (legal on Linux: ``b_bad\\xff``) is that file's one line, shown escaped, and the other files
-    still ingest (issue 21, item 7)."""
+    still ingest."""
     try:
         str(path.absolute().parent.resolve() / path.name).encode("utf-8")
         return True
@@ -414,7 +414,7 @@ def stored_others(con, run_id: str, path: Path) -> int:
 class ClashWithPending(TraceError):
     """The rank is stored for another file of the run that this ingest has yet to write: its
     rows may be those of a replaced version (ranks swapped between files in place), so the
-    check is made again once that file is written (issue 21, item 8)."""
+    check is made again once that file is written."""
 
 
 DEFERRED = "deferred"  # an Outcome status that never reaches the log: the file is written later
@@ -458,7 +458,7 @@ def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:
 
 
 def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None = None) -> list[Outcome]:
-    """An ingest sees each run directory as it is now (issue 21, item 8): a stored trace whose file
+    """An ingest sees each run directory as it is now: a stored trace whose file
     is gone (a re-profiled run, a deleted or renamed file) is dropped, with a note."""
     notes = []
     for run in runs:

@@ -236,7 +236,7 @@ def missing_ranks(present: list[int], world_size: int, shown: int = 8) -> tuple[
     return world_size - len(inside), first
 
 
-# -- values the queries can compute with (issue 21, item 2) ---------------------------------------
+# -- values the queries can compute with ---------------------------------------
 # A value that ingests but overflows a query's arithmetic breaks that query for every run of the
 # database, so each field the queries multiply, subtract or sum is bounded here, at ingest, where
 # its file is refused with one line.  The bounds leave every product and difference the SQL

@@ -1,4 +1,4 @@
-"""The run manifest, ``run.json`` (DESIGN.md, "The run manifest"): the one type that reads and writes it.
+"""The run manifest, ``run.json`` (docs: "The run manifest"): the one type that reads and writes it.
 
 Every key is optional.  Unknown keys are kept (in ``runs.manifest``) and
 warned about; a key of the wrong type is a one-line error naming the key.
@@ -33,7 +33,7 @@ class ManifestError(ValueError):
     """A run.json that cannot be used."""
 
 
-# Every number the metrics divide by or multiply with has a range (issue 21, item 9): a zero
+# Every number the metrics divide by or multiply with has a range: a zero
 # world size, peak or tokens per step is a division by zero in the report, a 1e-320 peak or a
 # 1e308 FLOPs per token an infinite MFU, 2^63 - 1 an overflow in SQL.  Outside it, run.json (or
 # --meta) is refused with one line naming the key; the bounds are far beyond any real run.

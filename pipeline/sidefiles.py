@@ -20,7 +20,7 @@ from scaletrace.pipeline import limits
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
 
 
-# What the queries compute with (issue 21, item 9): a step of 0 ns is a division by zero in the
+# What the queries compute with: a step of 0 ns is a division by zero in the
 # report and `project`, one of 2^63 - 1 ns overflows run_summary's arithmetic for every run.
 # Times share the traces' bounds (limits.TIME_MIN_NS .. TIME_MAX_NS); a step lasts 1 ns to 2^50 ns
 # (13 days); tokens, when given, are 1 to 2^53; watts 0 to 10^6 per device.

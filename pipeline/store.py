@@ -86,7 +86,7 @@ def drop_trace(con, path: str) -> None:
 
 def vanished(con, run_id: str, run_dir: str) -> list[str]:
     """Stored traces of the run (or of its directory) whose file is gone from the disk: what a
-    re-profiled run left behind (issue 21, item 8)."""
+    re-profiled run left behind."""
     import os
 
     rows = con.execute("SELECT path, run_id FROM traces WHERE run_id = ? OR starts_with(path, ?) ORDER BY path",

@@ -1,6 +1,6 @@
 """The Kineto trace vocabulary: every category, name prefix and pattern the pipeline recognises.
 
-One place (STYLE.md, "One place per decision"): extract, classify, collectives,
+One place ("One place per decision"): extract, classify, collectives,
 intervals and the byte pre-scan of ingest import these; none spells a category
 or a collective prefix of its own.  Categories are compared lower-cased (the
 2021 schema writes ``Kernel``, ``Memcpy``, ``Runtime``); names as written.
@@ -53,7 +53,7 @@ COLLECTIVE_NAME_PREFIXES = ("c10d::", "nccl:")
 # metadata of a comm kernel comes from the enclosing one when the kernel's args lack it).
 COLLECTIVE_OP_PREFIXES = ("record_param_comms", *COLLECTIVE_NAME_PREFIXES, *CPU_COMM_PREFIXES)
 # CPU ops that *are* collective calls: on CPU-only traces they and everything inside them are
-# dispatch, not compute (DESIGN.md, "Classification").  The functional collectives
+# dispatch, not compute (docs: "Classification").  The functional collectives
 # (`_c10d_functional::all_reduce`, used by DTensor / TP) dispatch to the c10d ops; their wait op is
 # matched by WAIT_PATTERN first.
 COLLECTIVE_CALL_PREFIXES = (*COLLECTIVE_OP_PREFIXES, "_c10d_functional::", "c10d_functional::",

@@ -2,7 +2,7 @@
 -- description: Per rank, whole trace: span, busy, idle, compute, comm, overlap, exposed comm and memory.
 -- grain: one row per run × rank (every ingested trace; NULL span when it holds no device events)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
--- Definitions (DESIGN.md), U(X) the union of the intervals of the events in X:
+-- Definitions, U(X) the union of the intervals of the events in X:
 --   span = end of last device event − start of first; busy = |U(all)|; idle = span − busy
 --   compute, comm, memory = |U(kind)|; overlap = |U(compute) ∩ U(comm)|
 --   exposed_comm = |U(comm) \ U(compute)|; exposed_memory = |U(memory) \ (U(compute) ∪ U(comm))|

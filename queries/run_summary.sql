@@ -32,11 +32,11 @@
 -- (samples are taken during the profiled window).  compute_pct /
 -- exposed_comm_pct / exposed_memory_pct / other_pct / idle_pct = the part ÷
 -- the rank's span (its whole traced window, rank_breakdown), averaged over
--- the ranks: exposed_comm_pct is DESIGN.md's "exposed comm % of step", the
+-- the ranks: exposed_comm_pct is "exposed comm % of step", the
 -- one figure the report's table, findings and charts call exposed
 -- communication.  The five sum to 100.  null_reasons says why each NULL
 -- column is NULL.
--- The sanity checks (DESIGN.md: an impossible result is a warning next to the
+-- The sanity checks (an impossible result is a warning next to the
 -- number).  model_flops_per_step = flops_per_token × tokens_per_step (the whole
 -- job, the FLOPs MFU counts); recorded_flops_per_step = the FLOP-counted ops'
 -- FLOPs of a step from their recorded shapes (GEMM, attention, convolution; mean

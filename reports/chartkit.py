@@ -14,7 +14,7 @@ import polars as pl
 from scaletrace.reports.words import duration, present
 
 WIDTH, HEIGHT = 420, 260
-SWEEP = "sweep"  # legend title for runs grouped by run.json `workload` (DESIGN.md "Across runs")
+SWEEP = "sweep"  # legend title for runs grouped by run.json `workload` (docs/metrics.md, "Across runs")
 PARTS = {  # step-breakdown parts in stacking order; the five shares sum to 100 % of the span
     "compute": "compute", "exposed_comm": "exposed comm", "exposed_memory": "exposed memory",
     "other": "other", "idle": "idle",
@@ -127,7 +127,7 @@ def drawn(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def baseline(n) -> str:
-    """'the 1-GPU baseline': the run with the fewest GPUs of a sweep (DESIGN.md "Across runs")."""
+    """'the 1-GPU baseline': the run with the fewest GPUs of a sweep (docs/metrics.md, "Across runs")."""
     return f"the {n}-GPU baseline"
 
 

@@ -2,7 +2,7 @@
 
 Every efficiency says what it is against ("vs the previous GPU count" or
 "vs the N-GPU baseline"); "exposed communication" is always run_summary's
-exposed_comm_pct (DESIGN.md "exposed comm % of step"); any other aggregate
+exposed_comm_pct (docs/metrics.md, "exposed comm % of step"); any other aggregate
 says how it aggregates.
 """
 

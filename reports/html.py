@@ -59,7 +59,7 @@ def vega_bundle() -> str:
 
 def finite(value):
     """``value`` with every NaN and ±infinity (a division by a zero the data held) made None:
-    shown as missing, never a crash of the report (issue 21, item 3)."""
+    shown as missing, never a crash of the report."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

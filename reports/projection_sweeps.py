@@ -120,7 +120,7 @@ def _sweep_baselines(db: Database) -> dict[str, tuple[int, float]]:
 
 
 def _efficiency(scaling: str, tps: float, n: int, base_n: int, base_tps: float) -> float:
-    """DESIGN.md "Across runs": speedup ÷ (GPUs ÷ baseline GPUs) (strong), per-GPU tokens/s ratio (weak)."""
+    """"Across runs" (docs/inputs.md): speedup ÷ (GPUs ÷ baseline GPUs) (strong), per-GPU tokens/s ratio (weak)."""
     return 100 * (tps / n) / (base_tps / base_n) if scaling == "weak" else 100 * (tps / base_tps) / (n / base_n)
 
 

@@ -1,4 +1,4 @@
-"""Numbers in words, for sentences built from values (STYLE.md "A sentence is data").
+"""Numbers in words, for sentences built from values ("A sentence is data").
 
 A value is written so that it cannot say more than it is: a share just under 100 % is never
 "100 %", a positive share is never "0 %", and a missing value is None (the caller leaves its

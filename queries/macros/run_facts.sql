@@ -3,7 +3,7 @@
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
 -- depends: op_flops, process_group_dims
--- DESIGN.md "Where run facts come from": run.json wins, then `scaletrace ingest --meta`
+-- "Where run facts come from" (docs/inputs.md): run.json wins, then `scaletrace ingest --meta`
 -- (runs.meta_keys lists the keys it gave), then what the trace shows.  Each *_basis is
 -- `run.json`, `--meta` or `inferred: <how>`.
 -- world_size: distributedInfo.world_size (the largest over the run's traces), else the

@@ -51,7 +51,7 @@ power AS (
     GROUP BY run_id
 ),
 shares AS (
-    -- DESIGN.md "exposed comm % of step": each part / the rank's span (its
+    -- "exposed comm % of step" (docs/inputs.md): each part / the rank's span (its
     -- whole traced window), averaged over the ranks with a span; the five
     -- shares of a rank sum to 100, so their means do too
     SELECT run_id,
@@ -169,7 +169,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                 THEN format('CPU run with {} ranks per host on {} core{}: ranks compete for cores, so '
                             'its step time partly measures contention, not scaling', ranks_per_host,
                             cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END,
-           -- DESIGN.md: an impossible result is a warning next to the number, with where its inputs came from
+           -- an impossible result is a warning next to the number, with where its inputs came from
            CASE WHEN tps * fpt / (gpus * peak) > 1
                 THEN format('MFU {:.0f} % is above 100 %: tokens per step ({}), FLOPs per token ({}) or world size '
                             '({}) is too high, or the peak ({}) too low', 100.0 * tps * fpt / (gpus * peak),
