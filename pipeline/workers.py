@@ -15,6 +15,7 @@ outlive the ingest (README, "Robustness").
 from __future__ import annotations
 
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -171,6 +172,10 @@ def _discard(pool: ProcessPoolExecutor, kill: bool) -> None:
 
 
 def _init_worker(parent_pid: int) -> None:
+    # The objects forked from the parent are never the worker's garbage: frozen, the collector does not
+    # walk them (a forked child of a process with live native threads crashed walking them, in the
+    # first collection of a pandas import), and their pages are not written (copy-on-write).
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
     _die_with_parent(parent_pid)
     _prefer_oom_kill()
