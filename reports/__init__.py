@@ -135,9 +135,15 @@ def _for_paper(spec: dict) -> dict:
 
 def static_svgs(drawn) -> dict[str, str]:
     """Every drawn chart as SVG (vl-convert, offline), for the report's <noscript> fallbacks; a chart
-    vl-convert cannot render is left out of them (the page still draws it with JavaScript)."""
+    vl-convert cannot render is left out of them (the page still draws it with JavaScript).
+    ``SCALETRACE_STATIC_SVGS=0`` leaves them all out (about 0.4 s a chart; the test suite sets it
+    except where it checks them)."""
+    import os
+
     import vl_convert
 
+    if os.environ.get("SCALETRACE_STATIC_SVGS", "1") == "0":
+        return {}
     out = {}
     for key, _, _, spec in drawn:
         try:

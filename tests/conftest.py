@@ -12,6 +12,14 @@ import pytest
 from scaletrace.pipeline import connect, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Reports in the suite skip the <noscript> SVG fallbacks (0.4 s a chart); the tests of them turn them on
+# with the `static_svgs` fixture.
+os.environ.setdefault("SCALETRACE_STATIC_SVGS", "0")
+
+
+@pytest.fixture
+def static_svgs(monkeypatch):
+    monkeypatch.setenv("SCALETRACE_STATIC_SVGS", "1")
 FIXTURES = ROOT / "fixtures"
 # The large real traces; SCALETRACE_SHARED_TRACES points elsewhere (the tests of the skip reason use it).
 SHARED_TRACES = Path(os.environ.get("SCALETRACE_SHARED_TRACES") or ROOT.parent / "shared" / "traces")

@@ -139,7 +139,7 @@ def test_run_order_is_numeric():
     assert run_sort_key({"run_id": "a", "world_size": None}) > run_sort_key({"run_id": "b", "world_size": 4})
 
 
-def test_the_page_opens_with_the_card(knee_db, tmp_path):
+def test_the_page_opens_with_the_card(knee_db, tmp_path, static_svgs):
     result = build_report(knee_db, tmp_path / "r.html")
     page = result.path.read_text()
     body = page.split("</head><body>\n<h1>", 1)[1]
@@ -194,7 +194,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make setup installs Debian's chromium as root)")
-def test_no_horizontal_scroll_at_1280_px_and_svgs_without_javascript(knee_db, tmp_path):
+def test_no_horizontal_scroll_at_1280_px_and_svgs_without_javascript(knee_db, tmp_path, static_svgs):
     result = build_report(knee_db, tmp_path / "r.html")
     page = result.path.read_text()
     probe = ('<script>setTimeout(() => { document.title = "SW=" + document.documentElement.scrollWidth + " CW=" '

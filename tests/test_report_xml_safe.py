@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EVIL = "evil\x1b]0;title\x07\x1b[31m-run"
 
 
-def test_report_with_control_characters_in_a_run_id(tmp_path):
+def test_report_with_control_characters_in_a_run_id(tmp_path, static_svgs):
     run = tmp_path / "runs" / "evil"
     shutil.copytree(FIXTURES / "demo-sweep" / "ddp-2", run)
     manifest = json.loads((run / "run.json").read_text())
