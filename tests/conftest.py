@@ -265,3 +265,21 @@ def shaped_run(root: Path, run_id: str, ranks: int, mnk: tuple[int, int, int], g
         "parallel": {"dp": ranks, "tp": 1, "pp": 1, "cp": 1}, "tokens_per_step": tokens_per_step,
         "dtype": "bf16", "device": {"name": "NVIDIA H200"}}))
     return run
+
+
+def spec_values(spec: dict) -> list[dict]:
+    """Every inline data row anywhere in a Vega-Lite spec."""
+    out = []
+    if isinstance(spec, dict):
+        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
+            out += spec["data"]["values"]
+        for key, value in spec.items():
+            if key == "datasets":
+                for rows in value.values():
+                    out += rows
+            elif key != "data":
+                out += spec_values(value)
+    elif isinstance(spec, list):
+        for item in spec:
+            out += spec_values(item)
+    return out

@@ -15,6 +15,7 @@ from statistics import mean
 import pytest
 from click.testing import CliRunner
 
+from conftest import spec_values
 from scaletrace.pipeline import connect, ingest
 from scaletrace.cli import main
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -59,22 +60,6 @@ def _specs(html: str) -> dict:
     return json.loads(raw)
 
 
-def _values(spec: dict) -> list[dict]:
-    """Every inline data row anywhere in a Vega-Lite spec."""
-    out = []
-    if isinstance(spec, dict):
-        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
-            out += spec["data"]["values"]
-        for key, value in spec.items():
-            if key == "datasets":
-                for rows in value.values():
-                    out += rows
-            elif key != "data":
-                out += _values(value)
-    elif isinstance(spec, list):
-        for item in spec:
-            out += _values(item)
-    return out
 
 
 def test_one_exposed_comm_figure_in_table_findings_and_charts(skewed_db, tmp_path):
@@ -91,11 +76,11 @@ def test_one_exposed_comm_figure_in_table_findings_and_charts(skewed_db, tmp_pat
     # the headline is the decision card (reports/card.py): where it states exposed comm, the same figure
     assert all(f"{expected:.1f} %" in line for line in result.headline if "exposed comm" in line)
     specs = _specs(html)
-    shares = [v["pct"] for v in _values(specs["breakdown"])
+    shares = [v["pct"] for v in spec_values(specs["breakdown"])
               if v.get("run_id") == "skewed-2" and v.get("part") == "exposed comm"]
     assert shares and all(s == pytest.approx(expected, rel=1e-9) for s in shares)
     # one group, one collective, nothing concurrent: the per-group figure equals the run's
-    groups = [v["group_exposed_comm_pct"] for v in _values(specs["exposed_comm"]) if v.get("run_id") == "skewed-2"]
+    groups = [v["group_exposed_comm_pct"] for v in spec_values(specs["exposed_comm"]) if v.get("run_id") == "skewed-2"]
     assert groups and all(g == pytest.approx(expected, rel=1e-9) for g in groups)
 
 
@@ -105,7 +90,7 @@ def test_breakdown_shares_are_exact_and_the_axis_stops_at_100(skewed_db, tmp_pat
     with connect(skewed_db) as db:
         summary = db.query("run_summary")
     parts = ["compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct"]
-    rows = {(v["run_id"], v["part"]): v["pct"] for v in _values(spec) if "pct" in v and "part" in v}
+    rows = {(v["run_id"], v["part"]): v["pct"] for v in spec_values(spec) if "pct" in v and "part" in v}
     for run in summary.iter_rows(named=True):
         shares = [pct for (run_id, _), pct in rows.items() if run_id == run["run_id"]]
         assert sorted(shares) == sorted(run[p] for p in parts)  # the table's figures, not rounded
@@ -153,7 +138,7 @@ def test_each_efficiency_says_what_it_is_against(scaling_db, tmp_path):
     line = next(f for f in result.findings if "from 2 GPUs to 4 GPUs" in f and "vs the previous GPU count" in f)
     assert f"{vs_previous:.0f} % efficiency vs the previous GPU count" in line
     assert f"{vs_baseline:.0f} % vs the 1-GPU baseline" in line
-    rows = _values(_specs(result.path.read_text())["efficiency"])
+    rows = spec_values(_specs(result.path.read_text())["efficiency"])
     at4 = {v["basis"]: v["pct"] for v in rows if v.get("world_size") == 4 and "basis" in v}
     assert at4 == {"vs the 1-GPU baseline": pytest.approx(vs_baseline),
                    "vs the previous GPU count": pytest.approx(vs_previous)}
@@ -164,7 +149,7 @@ def test_no_chart_averages_layouts_at_a_gpu_count(scaling_db, tmp_path):
     result = build_report(scaling_db, tmp_path / "r.html")
     specs = _specs(result.path.read_text())
     for key in ("exposed_comm", "comm_vs_compute", "collectives"):
-        at4 = {v["run_id"] for v in _values(specs[key]) if v.get("world_size") == 4}
+        at4 = {v["run_id"] for v in spec_values(specs[key]) if v.get("world_size") == 4}
         assert at4 == {"charlie-4"}, key  # the fastest run at 4 GPUs (450 µs < 800 µs), only
         assert not any(isinstance(enc.get("y"), dict) and "aggregate" in enc["y"] for enc in _encodings(specs[key]))
 
@@ -179,7 +164,7 @@ def test_runs_filter_everything(scaling_db, tmp_path):
         assert not any(absent in f for f in result.findings + result.headline)
     assert "bravo-2" in html and "delta-4" in html
     specs = _specs(html)
-    assert {v["run_id"] for v in _values(specs["throughput"]) if "run_id" in v} == {"bravo-2", "delta-4"}
+    assert {v["run_id"] for v in spec_values(specs["throughput"]) if "run_id" in v} == {"bravo-2", "delta-4"}
     # the sweep's baseline (alpha-1) was left out: said, without naming it
     assert any("baseline run, which is not among the selected runs" in n for n in html.split('id="notes"')[1:])
 

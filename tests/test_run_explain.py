@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_TRACES, cpu, kernel, query, shared_runs, write_trace
+from conftest import SHARED_TRACES, cpu, kernel, query, shared_runs, spec_values, write_trace
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -522,7 +522,7 @@ def test_sliver_is_said_in_explain_the_table_and_the_step_charts(sliver_db, tmp_
     assert f'<td class="sliver" colspan="5">{words}</td>' in table
     specs = json.loads(re.search(r'<script type="application/json" id="specs">(.*?)</script>', html, re.S).group(1))
     for key in ("step_time", "breakdown"):
-        rows = _values(specs[key])
+        rows = spec_values(specs[key])
         assert not [v for v in rows if v.get("run_id") == "sliver" and "part" in v], key  # no bars of the sliver
         assert [v for v in rows if v.get("run_id") == "sliver" and v.get("sliver_note") == words], key
         assert [v for v in rows if v.get("run_id") == "busy-idle" and v.get("part") == "idle"], key
@@ -531,21 +531,6 @@ def test_sliver_is_said_in_explain_the_table_and_the_step_charts(sliver_db, tmp_
     assert scales and all(d[1] < 2 for d in scales)
 
 
-def _values(spec) -> list[dict]:
-    out = []
-    if isinstance(spec, dict):
-        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
-            out += spec["data"]["values"]
-        for key, value in spec.items():
-            if key == "datasets":
-                for rows in value.values():
-                    out += rows
-            elif key != "data":
-                out += _values(value)
-    elif isinstance(spec, list):
-        for item in spec:
-            out += _values(item)
-    return out
 
 
 def _encodings(spec) -> list[dict]:
