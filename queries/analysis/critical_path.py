@@ -1,0 +1,206 @@
+"""The critical path of each profiled step, across CPU threads, GPU streams and ranks.
+
+The graph is SQL (``queries/macros/critical_path_graph.sql``: one row per node with the indices of
+its predecessors; ``critical_path_steps.sql``: each rank's step window and the slowest rank).  Here
+is only the walk: from the end of the slowest rank's step back to its start, at every node taking
+the predecessor that became ready last (the one the node waited for).  Every edge runs forward in
+time, so the segments tile the window and the path's length is the slowest rank's step time.  The
+walk visits the path's nodes only (a Python step per segment, none per event); the arrays it
+indexes come from one Arrow result.
+
+At a node i reached at time t (its end, or a point inside it):
+
+* a communication event: the collective ends on every member ``transfer_ns`` after its last
+  member arrived.  The part [max(J, t − transfer), t) is ``comm_transfer``; when the last arrival
+  J is another rank's and later than i's own start, [J, t − transfer) is ``comm_wait`` and the walk
+  goes on at that rank's event, at its start J.  When i arrived last, its own start is where the
+  walk goes on (what lies before t − transfer is ``comm_wait``, as rank_wait counts it);
+* a blocking host call (a synchronize, a memcpy) in which a device event ended: the call's time
+  after that end is ``cpu_op`` and the walk goes on at that device event, at its end;
+* anything else: its own time [start, t) is the node's kind (``compute_kernel``, ``memory``, or
+  ``cpu_op`` for a runtime call), and then of its predecessors (the previous node on its lane;
+  the launching call for a device event) the one ready last is taken, ties to the lane: the time
+  between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
+  not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
+  device events, or ``host_gap`` when no op is known.  A node without predecessors leaves a
+  ``host_gap`` back to the window's start.
+
+``prepare(db, run_id)`` runs the walk and replaces the ``critical_path_rows`` macro on the
+database's connection with one over the result, so the ``critical_path`` and
+``critical_path_summary`` query files (SQL over that relation) work as any other query.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:  # the layer stays below the pipeline: only the type is imported
+    from scaletrace.pipeline.db import Database
+
+QUERIES = ("critical_path", "critical_path_summary")  # the query files that read critical_path_rows
+RELATION = "critical_path_segments"  # the walk's result, registered on the connection
+KINDS = ("cpu_op", "launch_delay", "compute_kernel", "comm_transfer", "comm_wait", "memory", "host_gap")
+DEVICE_KIND = {"compute": "compute_kernel", "other": "compute_kernel", "memory": "memory"}
+WAIT_SLACK_NS = 20_000  # an inferred wait: the other lane's node ended at most this long before the start
+HOST = "(host)"  # the name of a host gap no op accounts for
+COLUMNS = (("run_id", pa.string()), ("step", pa.int64()), ("seq", pa.int64()), ("trace_id", pa.int64()),
+           ("rank", pa.int32()), ("lane", pa.string()), ("kind", pa.string()), ("name", pa.string()),
+           ("event_id", pa.int64()), ("start_ns", pa.int64()), ("dur_ns", pa.int64()),
+           ("offset_ns", pa.int64()), ("clock_ns", pa.int64()))
+
+
+class _Graph:
+    """critical_path_graph's columns as Python lists, indexed by node idx."""
+
+    def __init__(self, table: pa.Table):
+        for name in table.column_names:
+            setattr(self, name, table[name].to_pylist())
+        self.n = table.num_rows
+        assert self.idx == list(range(self.n)), "critical_path_graph numbers its nodes 0, 1, ... in order"
+        # each (trace, lane) is a contiguous idx range ordered by start: for the step's last host call
+        self.lanes: dict = {}
+        for i, key in enumerate(zip(self.trace_id, self.lane)):
+            first, _ = self.lanes.get(key, (i, i))
+            self.lanes[key] = (first, i + 1)
+        self.clock = dict(zip(self.trace_id, self.clock_ns))  # per trace, the same for all its nodes
+
+    def last_on_lane_before(self, trace_id: int, lane: str, t: int) -> int:
+        """The last node on the lane that starts before t, or -1."""
+        first, end = self.lanes.get((trace_id, lane), (0, 0))
+        k = bisect.bisect_left(self.start_ns, t, first, end) - 1
+        return k if k >= first else -1
+
+
+def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infer: bool = True) -> list[tuple]:
+    """Segments (node idx or -1, kind, name, start, end, (trace, rank, lane)) from ``t`` back to ``lo``,
+    latest first.  ``end_idx`` is the node the path ends in (-1: none; then ``host_lane`` names the
+    lane of a host gap that fills the window)."""
+    segs: list[tuple] = []
+
+    def emit(node: int, kind: str, name: str, a: int, b: int, where: tuple) -> None:
+        a = max(a, lo)
+        if b > a:
+            segs.append((node, kind, name, a, b, where))
+
+    def at(i: int) -> tuple:
+        return (g.trace_id[i], g.rank[i], g.lane[i])
+
+    i = end_idx
+    if i < 0:
+        emit(-1, "host_gap", HOST, lo, t, host_lane)
+        return segs
+    budget = 4 * g.n + 16  # every move goes to an earlier node; this only guards against a bad graph
+    while t > lo and budget > 0:
+        budget -= 1
+        start, side, kind = g.start_ns[i], g.side[i], g.kind[i]
+        if side == "gpu" and kind == "comm":
+            q, transfer = g.last_idx[i], g.transfer_ns[i] or 0
+            arrival = g.start_ns[q] if q is not None else start
+            through = max(arrival, t - transfer)
+            emit(i, "comm_transfer", g.name[i], through, t, at(i))
+            if q is not None and q != i and start < arrival < t:
+                emit(i, "comm_wait", g.name[i], arrival, through, at(i))
+                i, t = q, arrival  # on at the last member's arrival, at its own start
+                continue
+            else:
+                emit(i, "comm_wait", g.name[i], start, through, at(i))
+                t = min(t, start)
+        elif side == "cpu" and g.sync_idx[i] is not None and start < g.end_ns[g.sync_idx[i]] <= t:
+            d = g.sync_idx[i]
+            emit(i, "cpu_op", g.name[i], g.end_ns[d], t, at(i))
+            i, t = d, g.end_ns[d]
+            continue
+        else:
+            own = "cpu_op" if side == "cpu" else DEVICE_KIND.get(kind, "compute_kernel")
+            emit(i, own, g.name[i], start, t, at(i))
+            t = min(t, start)
+        # the predecessor that became ready last
+        prev, launch = g.prev_idx[i], g.launch_idx[i] if side == "gpu" else None
+        best, ready = -1, None
+        if prev is not None:
+            best, ready = prev, min(g.end_ns[prev], t)
+        if launch is not None and (ready is None or min(g.start_ns[launch], t) > ready):
+            best, ready = launch, min(g.start_ns[launch], t)
+        wait = g.wait_idx[i] if infer else None
+        if wait is not None and (ready is None or g.end_ns[wait] > ready) and (
+                side == "cpu" or t - g.end_ns[wait] <= WAIT_SLACK_NS):
+            best, ready = wait, g.end_ns[wait]  # waited for another stream, or woken by another thread
+        if best < 0:
+            emit(-1, "host_gap", HOST, lo, t, at(i))
+            break
+        if side == "gpu":
+            emit(i, "launch_delay", g.name[i], ready, t, at(i))
+        else:
+            op = g.launched_op[i]
+            emit(-1, "cpu_op" if op else "host_gap", op or HOST, ready, t, at(i))
+        i, t = best, ready  # at a launching call: at its start, its own time is off the path
+    return segs
+
+
+def segments(db: "Database", run_id: str | None = None) -> pa.Table:
+    """The critical path of every profiled step of the run (every run when None), as COLUMNS."""
+    con = db.con
+    graph = con.sql("SELECT * FROM critical_path_graph($run)", params={"run": run_id}).to_arrow_table()
+    windows = con.sql("SELECT run_id, step, rank, trace_id, clock_ns, lane, start_ns, end_ns, host_end_ns "
+                      "FROM critical_path_steps($run) WHERE is_slowest ORDER BY run_id, step",
+                      params={"run": run_id}).fetchall()
+    ends = dict(((trace, step), idx) for trace, step, idx in con.sql(
+        "SELECT trace_id, step, arg_max(idx, struct_pack(e := end_ns, i := idx)) "
+        "FROM critical_path_graph($run) WHERE side = 'gpu' AND step IS NOT NULL GROUP BY ALL",
+        params={"run": run_id}).fetchall())
+    g = _Graph(graph)
+    out: dict[str, list] = {name: [] for name, _ in COLUMNS}
+    seen = set()
+    for run, step, rank, trace, clock, lane, lo, end, host_end in windows:
+        if (run, step) in seen:  # two annotations of one step on the slowest rank: the first
+            continue
+        seen.add((run, step))
+        last = ends.get((trace, step), -1)
+        if last >= 0 and g.end_ns[last] >= end and end > host_end:
+            segs = walk(g, last, end, lo, None)
+        else:  # the host's step ends last: from the last call on its thread
+            i = g.last_on_lane_before(trace, lane, end)
+            segs = []
+            t = end
+            if i >= 0 and g.end_ns[i] < end:
+                segs.append((-1, "host_gap", HOST, max(g.end_ns[i], lo), end, (trace, rank, lane)))
+                t = max(g.end_ns[i], lo)
+            segs += walk(g, i, t, lo, (trace, rank, lane))
+        for seq, (node, kind, name, a, b, (where_trace, where_rank, where_lane)) in enumerate(reversed(segs)):
+            clock_at = g.clock.get(where_trace, clock)
+            out["run_id"].append(run)
+            out["step"].append(step)
+            out["seq"].append(seq)
+            out["trace_id"].append(where_trace)
+            out["rank"].append(where_rank)
+            out["lane"].append(where_lane)
+            out["kind"].append(kind)
+            out["name"].append(name)
+            out["event_id"].append(g.event_id[node] if node >= 0 else None)
+            out["start_ns"].append(a - clock_at)
+            out["dur_ns"].append(b - a)
+            out["offset_ns"].append(a - lo)
+            out["clock_ns"].append(clock_at)
+    return pa.table({name: pa.array(out[name], typ) for name, typ in COLUMNS})
+
+
+def prepare(db: "Database", run_id: str | None = None) -> None:
+    """Walk the selected runs and make ``critical_path_rows`` on ``db``'s connection read the result."""
+    table = db._guard(lambda: segments(db, run_id))
+    db.con.register(RELATION, table)
+    db.con.execute(f"CREATE OR REPLACE TEMP MACRO critical_path_rows(run) AS TABLE "
+                   f"SELECT * FROM {RELATION} WHERE run IS NULL OR run_id = run")
+
+
+def critical_path(db, run_id: str | None = None, summary: bool = False):
+    """The ``critical_path`` query (``summary``: ``critical_path_summary``) as a polars DataFrame;
+    ``db`` is a Database or the path of one."""
+    if isinstance(db, str) or hasattr(db, "__fspath__"):
+        from scaletrace.pipeline.db import connect  # at call time: the layer stays below the pipeline
+
+        with connect(db) as database:
+            return database.query("critical_path_summary" if summary else "critical_path", run_id=run_id)
+    return db.query("critical_path_summary" if summary else "critical_path", run_id=run_id)

@@ -1,0 +1,110 @@
+-- name: critical_path_graph
+-- description: The dependency graph the critical path walks: every device event and host runtime call with its predecessors.
+-- grain: one row per run × rank × node (a device event, or a host runtime call) of a GPU trace
+-- param: run VARCHAR a run_id, or NULL for every run
+-- depends: comm_events, collective_matches
+-- Nodes: the device events of GPU traces (kernels, copies, sets; not the
+-- cuda_sync markers) on their stream lane, and the runtime calls
+-- (cuda_runtime, cuda_driver, runtime, hip_runtime) on their thread lane
+-- ('thread <tid>').  idx numbers the nodes of the selection (0, 1, ...).
+-- Times are on the run's shared clock (start_ns + clock_ns = trace time +
+-- baseTimeNanoseconds when every trace of the run has it, else trace time):
+-- clock_ns is what was added.  Edges (each node's predecessors, as idx):
+--  * prev_idx: the node before it on the same lane (thread or stream order);
+--  * launch_idx (device events): the runtime call that launched it (same
+--    correlation; the last such call of the trace), its launch delay being
+--    start − the call's start;
+--  * sync_idx (blocking host calls: device / stream / event synchronize,
+--    cudaMemcpy, cudaMemcpyAsync and their hip spellings): the device event of
+--    the same rank that ended last inside the call, which the call waited for
+--    (NULL when none ended inside it: the call did not wait);
+--  * wait_idx: the node of another lane of the same trace and side (another
+--    stream of a device event, another thread of a runtime call) that ended
+--    last at or before the node's start: a candidate for what it waited for (a
+--    cross-stream event wait, a thread woken by another), which the walk takes
+--    only when it ended within a few µs of the start and after every other
+--    predecessor was ready (the traces record no such edge without CUDA sync
+--    events; this one is inferred from the times);
+--  * last_idx, transfer_ns (communication events): the rank-instance of the
+--    same collective (process group and seq, as collective_matches) that
+--    arrived last, and the collective's transfer time (the shortest duration
+--    over its members): the collective ends on every member after the last
+--    member arrived.
+-- launched_op (runtime calls): the op that launched the device events the
+-- call launched (device_events.launch_op).
+-- Units: *_ns nanoseconds.
+WITH base AS (
+    SELECT run_id, bool_and(base_time_ns IS NOT NULL) AS all_base FROM traces
+    WHERE run IS NULL OR run_id = run GROUP BY run_id
+),
+tr AS (
+    SELECT t.trace_id, t.run_id, t.rank, CASE WHEN b.all_base THEN t.base_time_ns ELSE 0 END AS clock_ns
+    FROM traces t JOIN base b USING (run_id) WHERE t.trace_mode = 'gpu'
+),
+dev AS (
+    SELECT d.trace_id, tr.run_id, tr.rank, d.event_id, 'gpu' AS side, d.lane, d.kind, d.name, d.launch_op,
+           d.ts_ns + tr.clock_ns AS start_ns, d.ts_ns + d.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns,
+           d.correlation, d.step
+    FROM device_events d JOIN tr USING (trace_id) WHERE d.kind <> 'sync'
+),
+rt AS (
+    SELECT c.trace_id, tr.run_id, tr.rank, c.event_id, 'cpu' AS side, 'thread ' || coalesce(c.tid, '?') AS lane,
+           'runtime' AS kind, c.name, NULL::VARCHAR AS launch_op,
+           c.ts_ns + tr.clock_ns AS start_ns, c.ts_ns + c.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns,
+           c.correlation, NULL::BIGINT AS step
+    FROM cpu_events c JOIN tr USING (trace_id)
+    WHERE lower(c.cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
+),
+nodes AS (
+    SELECT *, (row_number() OVER (ORDER BY trace_id, lane, start_ns, end_ns, event_id) - 1)::BIGINT AS idx
+    FROM (SELECT * FROM dev UNION ALL SELECT * FROM rt)
+),
+ordered AS (
+    SELECT *, lag(idx) OVER (PARTITION BY trace_id, lane ORDER BY start_ns, end_ns, event_id) AS prev_idx
+    FROM nodes
+),
+launcher AS (  -- the last runtime call of each correlation id in a trace
+    SELECT trace_id, correlation, arg_max(idx, event_id) AS launch_idx
+    FROM nodes WHERE side = 'cpu' AND correlation IS NOT NULL GROUP BY trace_id, correlation
+),
+launched AS (
+    SELECT l.launch_idx, min(d.launch_op) AS launched_op
+    FROM nodes d JOIN launcher l ON d.side = 'gpu' AND l.trace_id = d.trace_id AND l.correlation = d.correlation
+    GROUP BY l.launch_idx
+),
+blocking AS (
+    SELECT * FROM nodes WHERE side = 'cpu' AND name IN (
+        'cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemcpyAsync',
+        'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy', 'hipMemcpyAsync')
+),
+waited AS (  -- the device event that ended last at or before the call's end, if it ended inside the call
+    SELECT b.idx, d.idx AS sync_idx
+    FROM blocking b ASOF JOIN (SELECT trace_id, idx, end_ns FROM nodes WHERE side = 'gpu') d
+         ON d.trace_id = b.trace_id AND d.end_ns <= b.end_ns
+    WHERE d.end_ns > b.start_ns
+),
+arrivals AS (
+    SELECT c.run_id, c.trace_id, c.event_id, c.pg_key, c.seq, m.transfer_ns,
+           arg_max(struct_pack(t := c.trace_id, e := c.event_id), c.aligned_start_ns)
+               OVER (PARTITION BY c.run_id, c.pg_key, c.seq) AS last_arrival
+    FROM comm_events(run) c JOIN collective_matches(run) m USING (run_id, pg_key, seq)
+),
+inferred AS (  -- the node of another lane on the same side that ended last at or before the node's start
+    SELECT n.idx, CASE WHEN m.lane <> n.lane THEN m.idx END AS wait_idx
+    FROM nodes n ASOF JOIN (SELECT trace_id, side, idx, lane, end_ns FROM nodes) m
+         ON m.trace_id = n.trace_id AND m.side = n.side AND m.end_ns <= n.start_ns
+),
+last AS (
+    SELECT a.trace_id, a.event_id, a.transfer_ns, n.idx AS last_idx
+    FROM arrivals a JOIN nodes n ON n.side = 'gpu' AND n.trace_id = a.last_arrival.t AND n.event_id = a.last_arrival.e
+)
+SELECT o.idx, o.run_id, o.trace_id, o.rank, o.event_id, o.side, o.lane, o.kind, o.name, o.launch_op,
+       o.start_ns, o.end_ns, o.clock_ns, o.step, o.prev_idx, l.launch_idx,
+       w.sync_idx, f.wait_idx, la.last_idx, la.transfer_ns, ld.launched_op
+FROM ordered o
+LEFT JOIN launcher l ON o.side = 'gpu' AND l.trace_id = o.trace_id AND l.correlation = o.correlation
+LEFT JOIN waited w ON w.idx = o.idx
+LEFT JOIN inferred f ON f.idx = o.idx
+LEFT JOIN last la ON o.side = 'gpu' AND la.trace_id = o.trace_id AND la.event_id = o.event_id
+LEFT JOIN launched ld ON ld.launch_idx = o.idx
+ORDER BY o.idx

@@ -1,0 +1,44 @@
+-- name: critical_path_steps
+-- description: Each rank's window of each profiled step on the run's shared clock, and which rank is the slowest.
+-- grain: one row per run × step × rank (GPU traces with ProfilerStep annotations)
+-- param: run VARCHAR a run_id, or NULL for every run
+-- A rank's step starts with its ProfilerStep annotation and ends at the later
+-- of the annotation's end and the end of the last device event the step
+-- launched (device_events.step): the GPU work still running after the host
+-- moved on belongs to the step.  step_ns = end − start.  The slowest rank of
+-- a step has the largest step_ns (the lowest rank on a tie): its window is the
+-- critical path's.  Times on the run's shared clock (as critical_path_graph:
+-- trace time + clock_ns); lane is the annotation's thread ('thread <tid>').
+-- Units: *_ns nanoseconds.
+WITH base AS (
+    SELECT run_id, bool_and(base_time_ns IS NOT NULL) AS all_base FROM traces
+    WHERE run IS NULL OR run_id = run GROUP BY run_id
+),
+tr AS (
+    SELECT t.trace_id, t.run_id, t.rank, CASE WHEN b.all_base THEN t.base_time_ns ELSE 0 END AS clock_ns
+    FROM traces t JOIN base b USING (run_id) WHERE t.trace_mode = 'gpu'
+),
+annotation AS (  -- the thread each step annotation ran on
+    SELECT trace_id, ts_ns, dur_ns, min(tid) AS tid FROM cpu_events
+    WHERE name LIKE '%ProfilerStep%' AND lower(cat) NOT IN ('gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
+                                                             'runtime', 'hip_runtime')
+      AND trace_id IN (SELECT trace_id FROM tr)
+    GROUP BY ALL
+),
+gpu_end AS (
+    SELECT trace_id, step, max(ts_ns + dur_ns) AS end_ns FROM device_events
+    WHERE step IS NOT NULL AND kind <> 'sync' AND trace_id IN (SELECT trace_id FROM tr) GROUP BY ALL
+),
+w AS (
+    SELECT tr.run_id, s.step, tr.rank, s.trace_id, tr.clock_ns, 'thread ' || coalesce(a.tid, '?') AS lane,
+           s.ts_ns + tr.clock_ns AS start_ns,
+           greatest(s.ts_ns + s.dur_ns, coalesce(g.end_ns, s.ts_ns + s.dur_ns)) + tr.clock_ns AS end_ns,
+           s.ts_ns + s.dur_ns + tr.clock_ns AS host_end_ns
+    FROM steps s JOIN tr USING (trace_id)
+    LEFT JOIN annotation a ON a.trace_id = s.trace_id AND a.ts_ns = s.ts_ns AND a.dur_ns = s.dur_ns
+    LEFT JOIN gpu_end g ON g.trace_id = s.trace_id AND g.step = s.step
+)
+SELECT *, end_ns - start_ns AS step_ns,
+       rank = arg_max(rank, struct_pack(d := end_ns - start_ns, r := -rank)) OVER (PARTITION BY run_id, step)
+           AS is_slowest
+FROM w

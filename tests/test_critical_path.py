@@ -1,0 +1,268 @@
+"""The critical path (queries critical_path, critical_path_summary; queries/analysis/critical_path.py).
+
+Generated traces with a known path: each rank of a step launches one compute kernel (stream 7), a
+DP all_reduce (stream 20) that starts when that kernel ends and ends on every rank `transfer` after
+the last rank arrived, optionally a second compute kernel that hides the all_reduce, then blocks in
+cudaDeviceSynchronize until its GPU work is done.  The expected segments are worked out below from
+the scenario's numbers, not from the code under test.  On the eight real DLRM ranks the path is
+checked against the raw JSON (the last arrival at each collective, the ranks' step times)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_TRACES, query
+from scaletrace.pipeline import ingest
+from scaletrace.pipeline.vocabulary import RUNTIME_CATS
+
+US = 1000  # ns per µs
+AR_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+@dataclass
+class Scenario:
+    """Times in µs.  Rank r launches its first kernel host_us[r] after its step starts."""
+
+    ranks: int = 3
+    steps: int = 2
+    step_us: int = 0  # the annotation of every step lasts this long; 0: 20 µs past the last sync
+    host_us: dict = field(default_factory=dict)  # rank -> host time before the first launch (default 10)
+    compute_us: dict = field(default_factory=dict)  # rank -> the first kernel's duration (default 100)
+    launch_delay_us: int = 5  # the first kernel starts this long after its launch call starts
+    transfer_us: int = 50
+    hide_us: int = 0  # > 0: a second kernel of this length right after the first hides the all_reduce
+
+    def __post_init__(self):
+        if not self.step_us:
+            self.step_us = 1 << 40  # only for the span: the offsets within a step do not depend on it
+            self.step_us = max(v["sync1"] for v in self.times(0).values()) + 20
+
+    def host(self, r):
+        return self.host_us.get(r, 10)
+
+    def compute(self, r):
+        return self.compute_us.get(r, 100)
+
+    def times(self, step):
+        """Per rank: launch, kernel start, kernel end, all_reduce start, all_reduce end, GPU end, sync end."""
+        s0 = step * self.step_us
+        out = {}
+        for r in range(self.ranks):
+            launch = s0 + self.host(r)
+            k0 = launch + self.launch_delay_us
+            k1 = k0 + self.compute(r)
+            out[r] = dict(launch=launch, k0=k0, k1=k1, ar0=k1 + 1)
+        last = max(v["ar0"] for v in out.values())
+        for r, v in out.items():
+            v["ar1"] = last + self.transfer_us
+            v["h1"] = v["k1"] + self.hide_us if self.hide_us else None
+            v["gpu_end"] = max(v["ar1"], v["h1"] or 0)
+            v["sync0"] = v["launch"] + 8
+            v["sync1"] = v["gpu_end"] + 2
+        return out
+
+    def events(self, rank):
+        ev = []
+        corr = 0
+
+        def call(name, ts, dur):
+            nonlocal corr
+            corr += 1
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                       "args": {"correlation": corr}})
+            return corr
+
+        def kernel(name, ts, dur, stream, c, **args):
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                       "args": {"device": 0, "stream": stream, "correlation": c, **args}})
+
+        for step in range(self.steps):
+            t = self.times(step)[rank]
+            s0 = step * self.step_us
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": s0, "dur": self.step_us, "args": {}})
+            kernel("sm90_xmma_gemm_bf16bf16_bf16f32", t["k0"], t["k1"] - t["k0"], 7, call("cudaLaunchKernel", t["launch"], 2))
+            kernel(AR_NAME, t["ar0"], t["ar1"] - t["ar0"], 20, call("cudaLaunchKernel", t["launch"] + 3, 2),
+                   **{"Collective name": "allreduce", "Process Group Name": "0", "Group size": self.ranks,
+                      "dtype": "Float", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20})
+            if self.hide_us:
+                kernel("flash_fwd_kernel", t["k1"], self.hide_us, 7, call("cudaLaunchKernel", t["launch"] + 6, 1))
+            call("cudaDeviceSynchronize", t["sync0"], t["sync1"] - t["sync0"])
+        return ev
+
+    def write(self, root: Path, name: str) -> Path:
+        run = root / name
+        run.mkdir(parents=True)
+        for r in range(self.ranks):
+            doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+                   "distributedInfo": {"rank": r, "world_size": self.ranks, "backend": "nccl"},
+                   "traceEvents": self.events(r)}
+            (run / f"rank{r}.json").write_text(json.dumps(doc))
+        return run
+
+
+def _paths(tmp_path, scenario: Scenario):
+    run = scenario.write(tmp_path, "cp")
+    db = tmp_path / "cp.duckdb"
+    report = ingest([run], db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    return query(db, "critical_path"), query(db, "critical_path_summary")
+
+
+def _kinds(summary_row: dict) -> dict:
+    return {k: summary_row[f"{k}_ns"] for k in ("compute_kernel", "memory", "comm_transfer", "comm_wait",
+                                                 "launch_delay", "cpu_op", "host_gap")}
+
+
+def _expected_through(sc: Scenario, step: int, straggler: int) -> dict:
+    """The path of a step that runs through `straggler`'s host, launch and kernel into the all_reduce,
+    which every rank leaves `transfer` after the straggler arrived; the step ends on the lowest rank
+    of those with the longest step (all annotations are equally long: rank 0), which after the
+    all_reduce blocks in cudaDeviceSynchronize (2 µs) and then runs to its annotation's end."""
+    t = sc.times(step)[straggler]
+    s0 = step * sc.step_us
+    return {"host_gap": (t["launch"] - s0) + (s0 + sc.step_us - sc.times(step)[0]["sync1"]),
+            "launch_delay": sc.launch_delay_us + 1,  # the launch, and the all_reduce's start after the kernel
+            "compute_kernel": sc.compute(straggler), "comm_transfer": sc.transfer_us, "comm_wait": 0,
+            "cpu_op": 2, "memory": 0}
+
+
+def _us(d: dict) -> dict:
+    return {k: v * US for k, v in d.items()}
+
+
+def test_a_rank_whose_host_is_late_bounds_the_step(tmp_path):
+    sc = Scenario(ranks=3, host_us={1: 900})
+    path, summary = _paths(tmp_path, sc)
+    for row in summary.iter_rows(named=True):
+        assert row["path_ns"] == row["step_ns"] == sc.step_us * US
+        assert _kinds(row) == _us(_expected_through(sc, row["step"], straggler=1))
+        assert row["top_rank"] == 1 and row["top_op_kind"] == "host_gap" and row["top_op_rank"] == 1
+        assert row["top_op_ns"] == 900 * US
+        # the host's wait ends in rank 1's kernel and all_reduce: the path crosses from rank 0 to rank 1
+        assert row["num_ranks"] == 2
+    step0 = path.filter(path["step"] == 0)
+    assert step0["seq"].to_list() == list(range(step0.height))
+    assert step0["offset_ns"].to_list() == [0, *step0["dur_ns"].cum_sum().to_list()[:-1]]
+    first = step0.row(0, named=True)
+    assert (first["rank"], first["kind"], first["dur_ns"], first["lane"]) == (1, "host_gap", 900 * US, "thread 1")
+    kernel = step0.filter(step0["kind"] == "compute_kernel").row(0, named=True)
+    assert kernel["rank"] == 1 and kernel["lane"] == "stream 7" and kernel["start_ns"] == sc.times(0)[1]["k0"] * US
+
+
+def test_a_slow_kernel_on_one_rank_bounds_the_step(tmp_path):
+    sc = Scenario(ranks=4, compute_us={2: 1500}, transfer_us=40)
+    _, summary = _paths(tmp_path, sc)
+    for row in summary.iter_rows(named=True):
+        assert _kinds(row) == _us(_expected_through(sc, row["step"], straggler=2))
+        assert row["top_rank"] == 2 and row["top_op_kind"] == "compute_kernel"
+        assert row["top_op"] == "sm90_xmma_gemm_bf16bf16_bf16f32" and row["top_op_ns"] == 1500 * US
+        # exposed communication: rank r waits (latest arrival − its own) then transfers, none hidden
+        t = sc.times(row["step"])
+        waits = [t[2]["ar0"] - t[r]["ar0"] for r in range(sc.ranks)]
+        assert row["exposed_comm_ns"] == round(sum(w + sc.transfer_us for w in waits) / sc.ranks * US)
+        # on the path: the transfer only (the waiting ranks' wait is off the path)
+        assert row["blocking_comm_ns"] == sc.transfer_us * US
+        assert row["blocking_comm_pct_of_exposed_comm"] == pytest.approx(
+            100 * sc.transfer_us / (sum(waits) / sc.ranks + sc.transfer_us))
+
+
+def test_a_collective_whose_transfer_dominates(tmp_path):
+    sc = Scenario(ranks=2, transfer_us=3000)
+    _, summary = _paths(tmp_path, sc)
+    for row in summary.iter_rows(named=True):
+        assert _kinds(row) == _us(_expected_through(sc, row["step"], straggler=0))  # all arrive at once: rank 0's own
+        assert row["top_op_kind"] == "comm_transfer" and row["top_op_ns"] == 3000 * US
+        assert row["comm_transfer_ns"] > 0.5 * row["path_ns"]
+        assert row["exposed_comm_ns"] == row["blocking_comm_ns"] == 3000 * US  # all of it on the path
+        assert row["blocking_comm_pct_of_exposed_comm"] == pytest.approx(100)
+
+
+def test_communication_fully_hidden_is_not_on_the_path(tmp_path):
+    sc = Scenario(ranks=2, hide_us=400, transfer_us=100)
+    path, summary = _paths(tmp_path, sc)
+    for row in summary.iter_rows(named=True):
+        step = row["step"]
+        t = sc.times(step)[0]
+        s0 = step * sc.step_us
+        assert _kinds(row) == _us({"host_gap": (t["launch"] - s0) + (s0 + sc.step_us - t["sync1"]),
+                                   "launch_delay": sc.launch_delay_us, "compute_kernel": 100 + 400,
+                                   "comm_transfer": 0, "comm_wait": 0, "cpu_op": 2, "memory": 0})
+        assert row["exposed_comm_ns"] == 0 and row["blocking_comm_ns"] == 0
+        assert row["blocking_comm_pct_of_exposed_comm"] is None
+        assert row["num_ranks"] == 1
+    assert "flash_fwd_kernel" in path["name"].to_list()
+
+
+def test_the_graph_reads_the_runtime_categories_of_the_vocabulary():
+    sql = (Path(__file__).parents[1] / "queries" / "macros" / "critical_path_graph.sql").read_text()
+    listed = sql.split("lower(c.cat) IN (", 1)[1].split(")", 1)[0]
+    assert {c.strip(" '") for c in listed.split(",")} == set(RUNTIME_CATS)
+
+
+# --- the eight real DLRM ranks -------------------------------------------------------------------
+
+DLRM = SHARED_TRACES / "param-dlrm-8rank"
+
+
+def _raw_dlrm():
+    """Per rank: the step window (µs: the ProfilerStep's start, the later of its end and the last
+    kernel's end) and the NCCL kernels as {index in traceEvents: (k, start)}, k their start order."""
+    ranks = {}
+    for r in range(8):
+        doc = json.loads(gzip.decompress((DLRM / f"rank{r}.json.gz").read_bytes()))
+        events = doc["traceEvents"]
+        step = next(e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")
+                    and e["cat"] == "user_annotation")
+        nccl = sorted((e["ts"], i) for i, e in enumerate(events)
+                      if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel"))
+        kernels_end = max(e["ts"] + e["dur"] for e in events if e.get("cat") == "kernel")
+        ranks[r] = (step["ts"], max(step["ts"] + step["dur"], kernels_end),
+                    {i: (k, ts) for k, (ts, i) in enumerate(nccl)})
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def dlrm(tmp_path_factory):
+    if not DLRM.is_dir():
+        pytest.skip(f"{DLRM} is absent (the shared real traces)")
+    db = tmp_path_factory.mktemp("dlrm") / "dlrm.duckdb"
+    report = ingest([DLRM], db=db)
+    assert not report.errors
+    return query(db, "critical_path"), query(db, "critical_path_summary"), _raw_dlrm()
+
+
+def test_dlrm_path_is_the_slowest_rank_step(dlrm):
+    path, summary, raw = dlrm
+    (row,) = summary.iter_rows(named=True)
+    slowest = max(raw, key=lambda r: (raw[r][1] - raw[r][0], -r))
+    assert row["slowest_rank"] == slowest
+    assert row["path_ns"] == row["step_ns"] == (raw[slowest][1] - raw[slowest][0]) * US
+    assert path["dur_ns"].sum() == row["path_ns"] and (path["dur_ns"] > 0).all()
+
+
+def test_dlrm_path_runs_through_the_rank_that_arrives_last(dlrm):
+    path, summary, raw = dlrm
+    (row,) = summary.iter_rows(named=True)
+    # independently: the k-th NCCL kernel of every rank is one collective; its last arrival
+    n = len(raw[0][2])
+    assert all(len(raw[r][2]) == n for r in raw)
+    starts = {r: {k: ts for k, ts in raw[r][2].values()} for r in raw}
+    last = [max(raw, key=lambda r: (starts[r][k], -r)) for k in range(n)]
+    most = max(sorted(set(last)), key=last.count)  # the straggler rank_wait names (arrived last most often)
+    assert row["top_rank"] == most and most in path["rank"].to_list()
+    # each collective the path crosses: its transfer on some rank, and just before it the path is on
+    # the collective's last arrival (the members that arrived earlier waited off the path)
+    rows = path.rows(named=True)
+    crossed = 0
+    for before, seg in zip(rows, rows[1:]):
+        if seg["kind"] == "comm_transfer" and before["kind"] not in ("comm_transfer", "comm_wait"):
+            k, _ = raw[seg["rank"]][2][seg["event_id"]]
+            assert before["rank"] == last[k] or seg["rank"] == last[k], (k, before, seg)
+            crossed += 1
+    assert crossed >= 1
