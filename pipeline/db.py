@@ -138,6 +138,10 @@ class Database:
         for param, value in bound.items():
             if value is not None and param in KNOWN_VALUES:
                 self._check_known(param, value)
+        from scaletrace.queries.analysis import critical_path
+
+        if name in critical_path.QUERIES:  # SQL over a walk that runs in Python first
+            critical_path.prepare(self, bound.get("run_id"))
         return self._run(q.sql, bound)
 
     def _check_known(self, param: str, value: object) -> None:
