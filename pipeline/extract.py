@@ -21,10 +21,9 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from scaletrace.pipeline import collectives as coll
-from scaletrace.pipeline import columns, families, intervals, launchers, limits
+from scaletrace.pipeline import arrays, columns, families, intervals, launchers, limits
 from scaletrace.pipeline.classify import Classifier, is_collective_call
 from scaletrace.pipeline.columns import flags_by_code as by_code
 from scaletrace.pipeline.decode import Args, TraceError, check_utf8_text, decode
@@ -165,9 +164,10 @@ def _int64(data: np.ndarray) -> pa.Array:
 
 def _strings(codes: np.ndarray, values: list) -> pa.Array:
     """A string column from codes into ``values`` (one Python str per distinct value)."""
-    codes = np.ascontiguousarray(codes, dtype=np.int32)
-    codes = pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes)])
-    return pa.DictionaryArray.from_arrays(codes, pa.array(values, pa.string())).dictionary_decode()
+    return arrays.decoded(codes, values)
+
+
+_text, _ints, _array = arrays.text, arrays.int64, arrays.array  # pa.array imports pandas: pipeline/arrays.py
 
 
 def read(doc, classifier: Classifier, keep_python: bool = False, gpu_trace: bool = True) -> columns.Kept:
@@ -230,9 +230,9 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
         device_events=device,
         cpu_events=_cpu_table(cpu, vocab, cpu_only=not len(dev)),
         steps=pa.table({
-            "step": pa.array([r[0] for r in steps.rows], pa.int64()),
-            "ts_ns": pa.array([r[1] for r in steps.rows], pa.int64()),
-            "dur_ns": pa.array([r[2] - r[1] for r in steps.rows], pa.int64()),
+            "step": _ints([r[0] for r in steps.rows]),
+            "ts_ns": _ints([r[1] for r in steps.rows]),
+            "dur_ns": _ints([r[2] - r[1] for r in steps.rows]),
         }),
         **_union_tables(device, _collectives_table(coll_rows), spans),
     )
@@ -275,31 +275,33 @@ def _step_rows(cpu: columns.Side, vocab: columns.Vocab) -> list[tuple[int, int, 
 
 def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int, int]]) -> dict:
     """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
-    starts = device["ts_ns"].to_numpy()
-    ends = starts + device["dur_ns"].to_numpy()
-    kinds = (pc.index_in(device["kind"], value_set=pa.array(KINDS, pa.string()))
-             .fill_null(KINDS.index("other")).to_numpy().astype(np.int8))
+    starts = arrays.values(device["ts_ns"])
+    ends = starts + arrays.values(device["dur_ns"])
+    kind = device["kind"].combine_chunks().dictionary_encode()
+    known = np.array([KINDS.index(k) if k in KINDS else KINDS.index("other")
+                      for k in kind.dictionary.to_pylist()] + [KINDS.index("other")], dtype=np.int8)
+    codes = np.where(arrays.valid(kind.indices), arrays.values(kind.indices), len(known) - 1)
+    kinds = known[codes]
     step = device["step"]
-    has_step = step.is_valid().to_numpy(zero_copy_only=False)
-    steps = step.fill_null(0).to_numpy()
+    has_step = arrays.valid(step)
+    steps = np.where(has_step, arrays.values(step), 0)
     rows, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
     span_start = np.array([s for s, _ in spans], dtype=np.int64)
     span_end = np.array([e for _, e in spans], dtype=np.int64)
     exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
-        "collectives": collectives.append_column("exposed_ns", pa.array(exposed, pa.int64()))
-                                  .append_column("ts_ns", pa.array(span_start, pa.int64()))
-                                  .append_column("dur_ns", pa.array(span_end - span_start, pa.int64()))
+        "collectives": collectives.append_column("exposed_ns", _int64(exposed))
+                                  .append_column("ts_ns", _int64(span_start))
+                                  .append_column("dur_ns", _int64(span_end - span_start))
                                   .append_column("ordinal", _ordinals(collectives, span_start)),
         "interval_unions": pa.table({
-            "step": pa.array([r[0] for r in rows], pa.int64()),
-            "set_name": pa.array([r[1] for r in rows], pa.string()),
-            "union_ns": pa.array([r[2] for r in rows], pa.int64()),
-            "first_ns": pa.array([r[3] for r in rows], pa.int64()),
-            "last_ns": pa.array([r[4] for r in rows], pa.int64()),
+            "step": _ints([r[0] for r in rows]),
+            "set_name": _text([r[1] for r in rows]),
+            "union_ns": _ints([r[2] for r in rows]),
+            "first_ns": _ints([r[3] for r in rows]),
+            "last_ns": _ints([r[4] for r in rows]),
         }),
-        "compute_islands": pa.table({"start_ns": pa.array(isl_start, pa.int64()),
-                                     "end_ns": pa.array(isl_end, pa.int64())}),
+        "compute_islands": pa.table({"start_ns": _int64(isl_start), "end_ns": _int64(isl_end)}),
     }
 
 
@@ -313,7 +315,7 @@ def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
     for i in sorted(range(len(groups)), key=lambda i: (starts[i], event_ids[i])):
         ordinal[i] = seen.get(groups[i], 0)
         seen[groups[i]] = ordinal[i] + 1
-    return pa.array(ordinal, pa.int64())
+    return _ints(ordinal)
 
 
 def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
@@ -507,7 +509,7 @@ LAUNCH_COLUMNS = ("launch_op", "family", "family_basis", "short_name")  # pipeli
 
 
 def _device_table(*columns) -> pa.Table:
-    return pa.table({name: col if isinstance(col, pa.Array) else pa.array(col, typ)
+    return pa.table({name: col if isinstance(col, pa.Array) else _array(col, typ)
                      for (name, typ), col in zip(DEVICE_COLUMNS, columns)})
 
 
@@ -518,7 +520,7 @@ COLLECTIVE_COLUMNS = (("event_id", pa.int64()), ("collective", pa.string()), ("p
 
 
 def _collectives_table(rows: list[tuple]) -> pa.Table:
-    return pa.table({name: pa.array([r[i] for r in rows], typ)
+    return pa.table({name: _array([r[i] for r in rows], typ)
                      for i, (name, typ) in enumerate(COLLECTIVE_COLUMNS)})
 
 

@@ -1,0 +1,116 @@
+"""Peak memory of an ingest per byte of JSON, for several event mixes (a script, not a test).
+
+    .venv/bin/python tests/bench/memory_mixes.py [--mb 40 80] [--kinds gpu gloo empty]
+
+Each mix is written as one trace at two sizes and ingested in a subprocess (one parse worker,
+the main process writes DuckDB).  Printed per size: each process's peak RSS and its ratio to
+the JSON; per mix: the slope between the sizes (bytes of memory per byte of JSON, the figure
+docs/robustness.md quotes) and whether both peaks meet 2 × the JSON + 300 MB.
+
+* ``gpu``: alternating ``ProfilerStep#N`` annotations and NCCL kernels with stream, device and
+  correlation args (a GPU trace whose every kept event is small);
+* ``gloo``: minimal CPU-only ``gloo:all_reduce`` cpu_op events (every event becomes a row);
+* ``kernels``: compute kernels on two streams under ProfilerSteps (the common case);
+* ``empty``: ``{}`` array elements (nothing kept, the most events per byte).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DRIVER = """
+import resource, sys
+from scaletrace.pipeline.ingest import ingest
+report = ingest([sys.argv[1]], db=sys.argv[2], workers=1)
+print("ERRORS", [o.line() for o in report.errors])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+HEAD = b'{"distributedInfo":{"rank":0,"world_size":1,"backend":"nccl"},"traceEvents":['
+TAIL = b"]}"
+
+
+def events(kind: str, i: int) -> bytes:
+    """The JSON of event group ``i`` of a mix."""
+    ts = 1_000_000 + i * 100
+    if kind == "gpu":
+        return (b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,"ts":%d,"dur":90},'
+                b'{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":7,'
+                b'"ts":%d,"dur":50,"args":{"stream":7,"device":0,"correlation":%d}}' % (i, ts, ts + 10, i))
+    if kind == "gloo":
+        return b'{"ph":"X","cat":"cpu_op","name":"gloo:all_reduce","pid":1,"tid":2,"ts":%d,"dur":1}' % ts
+    if kind == "kernels":
+        return (b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,"ts":%d,"dur":95},'
+                b'{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":%d,"dur":4,'
+                b'"args":{"correlation":%d}},'
+                b'{"ph":"X","cat":"kernel","name":"sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize%d","pid":0,'
+                b'"tid":%d,"ts":%d,"dur":40,"args":{"stream":%d,"device":0,"correlation":%d}}'
+                % (i, ts, ts + 1, i, i % 8, 7 + i % 2, ts + 10, 7 + i % 2, i))
+    return b"{}"
+
+
+def write(kind: str, target_bytes: int, path: Path) -> int:
+    """Write a trace of about ``target_bytes``; its size."""
+    one = len(events(kind, 10**6)) + 1
+    n = max(1, target_bytes // one)
+    with open(path, "wb") as f:
+        f.write(HEAD)
+        for start in range(0, n, 100_000):
+            f.write(b",".join(events(kind, i) for i in range(start, min(n, start + 100_000))))
+            if start + 100_000 < n:
+                f.write(b",")
+        f.write(TAIL)
+    return path.stat().st_size
+
+
+def measure(run: Path, db: Path) -> tuple[int, int, float]:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", DRIVER, str(run), str(db)], cwd=ROOT.parent,
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        raise SystemExit(f"{run}: the ingest failed: {out.stderr.strip()[-2000:]}")
+    errors = next((line for line in lines if line.startswith("ERRORS")), "")
+    if errors != "ERRORS []":
+        print(f"  {errors}")
+    main_kb, worker_kb = map(int, lines[-1].split())
+    return main_kb * 1024, worker_kb * 1024, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, nargs=2, default=(40, 80), help="the two trace sizes, MB of JSON")
+    parser.add_argument("--kinds", nargs="+", default=["gpu", "gloo", "kernels", "empty"])
+    args = parser.parse_args()
+    print(f"{'mix':8} {'JSON MB':>8} {'s':>6} {'main MB':>8} {'B/B':>5} {'worker MB':>9} {'B/B':>5}  2×JSON+300MB")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for kind in args.kinds:
+            points = []
+            for mb in args.mb:
+                run = tmp / f"{kind}-{mb:g}"
+                run.mkdir()
+                size = write(kind, int(mb * 1e6), run / "rank0.json")
+                main_peak, worker_peak, seconds = measure(run, tmp / f"{kind}-{mb:g}.duckdb")
+                bound = 2 * size + 300e6
+                met = "met" if max(main_peak, worker_peak) <= bound else "NOT met"
+                print(f"{kind:8} {size / 1e6:8.1f} {seconds:6.1f} {main_peak / 1e6:8.0f} {main_peak / size:5.1f} "
+                      f"{worker_peak / 1e6:9.0f} {worker_peak / size:5.1f}  {bound / 1e6:.0f} MB: {met}")
+                points.append((size, main_peak, worker_peak))
+                for path in run.iterdir():
+                    path.unlink()
+            (b0, m0, w0), (b1, m1, w1) = points
+            print(f"{'':8} slope per JSON byte: main {(m1 - m0) / (b1 - b0):.2f} B, worker {(w1 - w0) / (b1 - b0):.2f} B")
+
+
+if __name__ == "__main__":
+    main()
