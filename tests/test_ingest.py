@@ -118,7 +118,10 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             # run_summary's sanity columns: FLOP counts a step (the unit is in the name)
             "model_flops_per_step", "recorded_flops_per_step",
             # run_device_share: whether the run's traces are CPU-only (its device is the traced threads)
-            "cpu_only"}
+            "cpu_only",
+            # critical_path / critical_path_summary: where a segment runs, what it is part of, who costs most
+            "lane", "event_id", "slowest_rank", "by_rank", "top_rank", "top_op", "top_op_kind", "top_op_rank",
+            "has_sync_events"}
 
 
 @pytest.mark.parametrize("name", queries.names())
