@@ -266,3 +266,81 @@ def test_dlrm_path_runs_through_the_rank_that_arrives_last(dlrm):
             assert before["rank"] == last[k] or seg["rank"] == last[k], (k, before, seg)
             crossed += 1
     assert crossed >= 1
+
+
+# --- HTA 0.5.0's critical_path_analysis as the reference on one rank ------------------------------
+
+def _hta_trace(path: Path) -> Path:
+    """One rank, one step (µs): op A launches K1 (400 µs, GPU-bound), op B launches K2 (queued
+    behind K1), op C blocks in cudaDeviceSynchronize until K2 ends (a Context Sync event records
+    it), op D is host work to the step's end.  Top-level ops are back to back, so HTA's path (which
+    leaves out the time between top-level ops) and scaletrace's (which tiles the step) can agree."""
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+    def rt(name, ts, dur, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "cbid": 211}}
+
+    def kernel(name, ts, dur, corr):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 1, 1], "block": [128, 1, 1]}}
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 900,
+         "args": {}},
+        op("aten::mm", 1000, 100), rt("cudaLaunchKernel", 1010, 5, 1), kernel("sm90_xmma_gemm_f32f32", 1020, 400, 1),
+        op("aten::add", 1100, 100), rt("cudaLaunchKernel", 1110, 5, 2),
+        kernel("void at::native::vectorized_elementwise_kernel<4>", 1420, 100, 2),
+        op("aten::item", 1200, 400), rt("cudaDeviceSynchronize", 1205, 316, 3),
+        {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 1205, "dur": 315,
+         "args": {"device": 0, "stream": -1, "correlation": 3}},
+        op("aten::to", 1600, 300),
+    ]
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+           "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}, "traceEvents": events}
+    path.mkdir(parents=True)
+    (path / "rank0.json").write_text(json.dumps(doc))
+    return path
+
+
+# HTA's bound_by categories -> the critical_path kinds they cover
+HTA_KINDS = {"cpu_bound": ("cpu_op", "host_gap"), "gpu_compute_bound": ("compute_kernel", "memory"),
+             "gpu_communication_bound": ("comm_transfer", "comm_wait"),
+             "gpu_kernel_launch_overhead": ("launch_delay",), "gpu_kernel_kernel_overhead": ()}
+
+
+def _hta_breakdown(run_dir: Path, monkeypatch) -> dict:
+    hta = pytest.importorskip("hta.trace_analysis")
+    import pandas as pd
+
+    # HTA 0.5.0 calls DataFrame.drop(axis=1, columns=...), which pandas 3 refuses ("Cannot specify
+    # both 'axis' and 'index'/'columns'"); the axis is redundant, so the call is made without it
+    drop = pd.DataFrame.drop
+
+    def drop_without_axis(self, *args, **kwargs):
+        if "axis" in kwargs and ("columns" in kwargs or "index" in kwargs):
+            kwargs.pop("axis")
+        return drop(self, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "drop", drop_without_axis)
+    analysis = hta.TraceAnalysis(trace_dir=str(run_dir))
+    graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=0)
+    assert ok
+    df = graph.get_critical_path_breakdown()
+    return {k: float(v) * US for k, v in df.groupby("bound_by")["duration"].sum().items() if k}
+
+
+def test_agrees_with_hta_on_one_rank(tmp_path, monkeypatch):
+    run = _hta_trace(tmp_path / "hta")
+    db = tmp_path / "hta.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    hta = _hta_breakdown(run, monkeypatch)
+    assert row["path_ns"] == 900 * US and row["has_sync_events"]
+    # HTA gives the sync's return (the GPU -> CPU edge, K2's end to the call's end) no weight: 1 µs
+    assert sum(hta.values()) == pytest.approx(row["path_ns"], rel=0.01)
+    for category, kinds in HTA_KINDS.items():
+        ours = sum(row[f"{k}_ns"] for k in kinds)
+        assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
+    assert row["compute_kernel_ns"] == 500 * US and row["launch_delay_ns"] == 10 * US
