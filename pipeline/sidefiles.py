@@ -3,7 +3,9 @@
 ``rank{r}.steps.jsonl``: one JSON object per optimizer step, ``{"step", "start_ns",
 "dur_ns", "tokens", "profiled"}`` (wall clock, every step).  ``rank{r}.power.jsonl``:
 ``{"ts_ns", "watts"}`` NVML samples during the profiled window.  Each file is
-replaced as a whole, in one transaction, when its sha256 changes.
+replaced as a whole, in one transaction, when its sha256 changes.  A log is decoded in one
+msgspec call and inserted as one Arrow table (tests/bench/sidefiles.py: ~1 s for 200,000 steps,
+where row-by-row inserts took ~68 s).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import msgspec
+import numpy as np
+import pyarrow as pa
 
-from scaletrace.pipeline import limits
+from scaletrace.pipeline import arrays, limits
 
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
 
@@ -45,6 +49,7 @@ class PowerRecord(msgspec.Struct):
 
 
 TABLES = {"steps": ("step_log", StepRecord), "power": ("power_samples", PowerRecord)}
+_DECODERS = {kind: msgspec.json.Decoder(list[struct]) for kind, (_, struct) in TABLES.items()}
 
 
 def side_files(run_dir: Path) -> list[tuple[Path, int, str]]:
@@ -57,34 +62,93 @@ def side_files(run_dir: Path) -> list[tuple[Path, int, str]]:
     return found
 
 
-def read(path: Path, kind: str) -> tuple[str, list]:
-    """sha256 and the decoded records; ValueError names the bad line, or says the file is not a
-    regular file (a FIFO would block for ever, /dev/zero never ends) or is over the size limit."""
+def read(path: Path, kind: str) -> tuple[str, pa.Table]:
+    """sha256 and the records as an Arrow table (the log table's columns less run_id and rank);
+    ValueError names the bad line, or says the file is not a regular file (a FIFO would block for
+    ever, /dev/zero never ends) or is over the size limit."""
     raw = limits.read_regular(path, limits.MAX_SIDE_FILE_BYTES, "the side-file size limit")
-    decoder = msgspec.json.Decoder(TABLES[kind][1])
-    records = []
+    return hashlib.sha256(raw).hexdigest(), decode(raw, kind)
+
+
+def decode(raw: bytes, kind: str) -> pa.Table:
+    """The records of a log's bytes, checked as :class:`StepRecord` / :class:`PowerRecord`.
+
+    Every non-blank line is one record: the lines are decoded as one JSON array, in one call
+    (200,000 steps in ~0.2 s), and each must be exactly one of its values.  A file that fails
+    is decoded again line by line, so that the error names its first bad line as before."""
+    struct = TABLES[kind][1]
+    lines = list(filter(bytes.strip, raw.splitlines()))
+    try:
+        body = b"[" + b",".join(lines) + b"]"
+        values = _RAW.decode(body)
+        if not _one_value_a_line(values, lines):
+            raise ValueError("a line is not one JSON value")  # "{...}, {...}" or a record split over lines
+        del values
+        records = _DECODERS[kind].decode(body)
+    except (msgspec.MsgspecError, ValueError):
+        _first_bad_line(raw, struct)
+        raise  # not expected: every line decodes alone but not together
+    return _table(records, struct)
+
+
+_RAW = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _one_value_a_line(values: list, lines: list[bytes]) -> bool:
+    """Whether the array's values are the lines, one each: same count and the same lengths (the
+    values follow each other, so equal lengths mean equal spans), else the same stripped text."""
+    if len(values) != len(lines):
+        return False
+    n = len(lines)
+    if np.array_equal(np.fromiter(map(len, values), dtype=np.int64, count=n),
+                      np.fromiter(map(len, lines), dtype=np.int64, count=n)):
+        return True
+    return all(bytes(v) == line.strip() for v, line in zip(values, lines))  # lines with spaces around
+
+
+def _first_bad_line(raw: bytes, struct) -> None:
+    decoder = msgspec.json.Decoder(struct)
     for number, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            records.append(decoder.decode(line))
+            decoder.decode(line)
         except msgspec.MsgspecError as exc:
             raise ValueError(f"line {number}: {exc}") from None
-    return hashlib.sha256(raw).hexdigest(), records
 
 
-def write(con, path: Path, run_id: str, rank: int, kind: str, sha: str, records: list) -> None:
+def _table(records: list, struct) -> pa.Table:
+    """Columns by field, built from numpy buffers (no per-row inserts)."""
+    n = len(records)
+    columns = {}
+    for name in struct.__struct_fields__:
+        values = [getattr(r, name) for r in records]
+        if name == "tokens":  # optional
+            columns[name] = arrays.int64(values)
+        elif name == "profiled":
+            columns[name] = pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(
+                np.fromiter(values, dtype=bool, count=n), bitorder="little"))])
+        elif name == "watts":
+            columns[name] = arrays.numeric(np.fromiter(values, dtype=np.float64, count=n))
+        else:
+            columns[name] = arrays.numeric(np.fromiter(values, dtype=np.int64, count=n))
+    return pa.table(columns)
+
+
+def write(con, path: Path, run_id: str, rank: int, kind: str, sha: str, records: pa.Table) -> None:
+    """Replace the log's rows (those of ``run_id`` and ``rank``) with ``records``, in one transaction."""
     table, struct = TABLES[kind]
-    fields = struct.__struct_fields__
+    fields = ", ".join(struct.__struct_fields__)
     con.execute("BEGIN")
     try:
         con.execute(f"DELETE FROM {table} WHERE run_id = ? AND rank = ?", [run_id, rank])
-        if records:
-            con.executemany(
-                f"INSERT INTO {table} (run_id, rank, {', '.join(fields)}) "
-                f"VALUES (?, ?{', ?' * len(fields)})",
-                [[run_id, rank, *(getattr(r, f) for f in fields)] for r in records],
-            )
+        if len(records):
+            con.register("_side_records", records)
+            try:
+                con.execute(f"INSERT INTO {table} (run_id, rank, {fields}) SELECT ?, ?, {fields} FROM _side_records",
+                            [run_id, rank])
+            finally:
+                con.unregister("_side_records")
         con.execute("INSERT OR REPLACE INTO side_files VALUES (?, ?, ?, ?, ?, ?)",
                     [str(path), run_id, rank, kind, sha, len(records)])
         con.execute("COMMIT")
