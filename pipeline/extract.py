@@ -186,7 +186,21 @@ def extract(doc, classifier: Classifier, keep_python: bool = False,
     (``classifier.device_scan`` says so); then only the CPU events needed beside GPU activity are
     kept, which bounds memory.  Device categories are ``classifier.device_categories``: the
     vocabulary's and those its rules name."""
-    return build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
+    try:
+        return build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
+    except MemoryError:
+        _over_budget()
+        raise
+    finally:
+        limits.parse_done()
+
+
+def _over_budget() -> None:
+    """A MemoryError of a parse past its memory cap (limits.parse_budget) is the file's line."""
+    why = limits.over_budget()
+    limits.parse_done()
+    if why:
+        raise TraceError(why) from None
 
 
 def scan_padding() -> int:
@@ -204,13 +218,23 @@ def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool
     The scanner validates UTF-8 itself (simdjson's stage 1) and refuses invalid text, so the
     check (0.2 s per 150 MB) runs only before the reference decodes, which then names the byte.
     ``buffer``: ``data`` is its first bytes, with ``scan_padding()`` bytes after them."""
-    if (extractor or columns.active_extractor()).startswith("compiled") and columns.compiled_available():
-        scanned = columns.scan(data, buffer)
-        if scanned is not None:
-            return scanned
-    if not utf8_checked:
-        check_utf8_text(data)
-    return decode(data)
+    limits.parse_budget(len(data))  # in a parse worker: the watched cap of this file's memory
+    try:
+        if (extractor or columns.active_extractor()).startswith("compiled") and columns.compiled_available():
+            scanned = columns.scan(data, buffer)
+            if scanned is not None and not limits.over_budget():
+                return scanned
+        if not utf8_checked:
+            check_utf8_text(data)
+        if limits.over_budget():  # the scanner stopped at the cap (std::bad_alloc): the reference would too
+            raise MemoryError
+        return decode(data)
+    except MemoryError:
+        _over_budget()
+        raise
+    except BaseException:
+        limits.parse_done()
+        raise
 
 
 def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extracted:

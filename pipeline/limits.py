@@ -302,3 +302,102 @@ def check_shape_text(dims: str | None, concrete: str | None) -> str | None:
                 return (f"Input Dims operand {operand} has more than {OPERAND_ELEMENTS_MAX:,} elements "
                         "(2^48), beyond what the FLOP counts compute with")
     return None
+
+
+# -- the memory of a parse ----------------------------------------------------------
+# A parse worker's resident memory may grow, while one file's JSON is scanned and its tables are
+# built, by at most PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE × the JSON beyond what it holds
+# once the file is read (docs: Robustness, "Memory", measured per event mix by
+# tests/bench/memory_mixes.py).  A watcher thread compares the resident size with that cap every
+# WATCH_INTERVAL_S; past it, the data-segment limit (RLIMIT_DATA) is lowered to what is mapped
+# now, so the next allocation fails (MemoryError, std::bad_alloc) and the file gets its one line,
+# instead of the machine's out-of-memory killer choosing a process.
+PARSE_BYTES_PER_JSON_BYTE = 3
+PARSE_HEADROOM = 300 * MIB
+WATCH_INTERVAL_S = 0.02
+
+
+class _Watch:
+    cap: int | None = None  # resident bytes allowed now (None: no file is being parsed)
+    json_bytes = 0
+    tripped = False
+    soft: int | None = None  # RLIMIT_DATA's soft limit outside a parse
+    thread = None
+    lock = None
+
+
+def _resident_and_data() -> tuple[int, int]:
+    """(resident bytes, data + stack bytes) of this process (Linux /proc/self/statm)."""
+    with open("/proc/self/statm", "rb") as handle:
+        fields = handle.read().split()
+    page = os.sysconf("SC_PAGE_SIZE")
+    return int(fields[1]) * page, int(fields[5]) * page
+
+
+def watch_parse_memory() -> None:
+    """In a parse worker, at its start: watch the memory of each parse (``parse_budget``).
+    A no-op where /proc or RLIMIT_DATA is missing (not Linux)."""
+    import resource
+    import threading
+
+    try:
+        _resident_and_data()
+        _Watch.soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    except (OSError, ValueError, AttributeError, IndexError):
+        return
+    _Watch.lock = threading.Lock()
+    _Watch.thread = threading.Thread(target=_watch, name="scaletrace-memory", daemon=True)
+    _Watch.thread.start()
+
+
+def parse_budget(json_bytes: int) -> None:
+    """A parse of ``json_bytes`` of JSON starts in this process: its cap is the memory resident
+    now (the file's bytes included) + PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE × the JSON.
+    Does nothing outside a watched worker."""
+    if _Watch.thread is None:
+        return
+    parse_done()
+    _Watch.json_bytes = json_bytes
+    _Watch.cap = _resident_and_data()[0] + PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE * json_bytes
+
+
+def parse_done() -> None:
+    """The parse is over (or failed): no cap, and the data-segment limit as it was."""
+    if _Watch.thread is None:
+        return
+    with _Watch.lock:
+        _Watch.cap = None
+        if _Watch.tripped:
+            import resource
+
+            _Watch.tripped = False
+            resource.setrlimit(resource.RLIMIT_DATA, (_Watch.soft, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+
+
+def over_budget() -> str | None:
+    """Why the current parse failed, when it went past its cap (its MemoryError is the cap's)."""
+    if not _Watch.tripped:
+        return None
+    return (f"parsing it needs more memory than a parse may take ({size_text(PARSE_HEADROOM)} + "
+            f"{PARSE_BYTES_PER_JSON_BYTE} × its {size_text(_Watch.json_bytes)} of JSON)")
+
+
+def _watch() -> None:
+    import resource
+    import time
+
+    while True:
+        time.sleep(WATCH_INTERVAL_S)
+        if _Watch.cap is None or _Watch.tripped:
+            continue
+        try:
+            resident, data = _resident_and_data()
+            with _Watch.lock:
+                if _Watch.cap is None or resident <= _Watch.cap or _Watch.tripped:
+                    continue
+                hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+                limit = data if hard == resource.RLIM_INFINITY else min(data, hard)
+                _Watch.tripped = True
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+        except (OSError, ValueError):
+            return

@@ -27,6 +27,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
+from scaletrace.pipeline import limits
 from scaletrace.pipeline.oneline import describe
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -179,6 +180,7 @@ def _init_worker(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
     _die_with_parent(parent_pid)
     _prefer_oom_kill()
+    limits.watch_parse_memory()  # each parse's memory cap: its one line, not the OOM killer's choice
 
 
 def _die_with_parent(parent_pid: int) -> None:
