@@ -112,6 +112,7 @@ class Session:
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
         c = self.config
+        sync = _cuda_sync_events() if torch.cuda.is_available() else None
         self._prof = profile(
             activities=activities,
             schedule=schedule(wait=c.wait, warmup=c.warmup, active=c.active, repeat=1),
@@ -119,6 +120,7 @@ class Session:
             record_shapes=c.record_shapes,
             with_stack=c.with_stack,
             profile_memory=c.profile_memory,
+            **({"experimental_config": sync} if sync is not None else {}),
         )
         self._prof.start()
         if c.sample_power and torch.cuda.is_available():
@@ -186,3 +188,14 @@ def profile(out_dir: str | Path, run: RunInfo | None = None, config: ProfileConf
             model=None) -> Session:
     """A profiling session for a training loop (see the module docstring)."""
     return Session(out_dir, run, config, model)
+
+
+def _cuda_sync_events():
+    """Kineto's CUDA synchronization events on (stream waits, event and device syncs: the exact
+    cross-stream edges of the critical path), or None where this torch has no such option."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return _ExperimentalConfig(enable_cuda_sync_events=True)
+    except (ImportError, TypeError):  # older torch: no experimental config, or no such keyword
+        return None
