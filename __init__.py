@@ -62,6 +62,7 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "run_sweep": ("scaletrace.collectors.sweep", "run_sweep"),
     "synth": ("scaletrace.pipeline.synth", None),
     "project": ("scaletrace.reports.projection_sweeps", "project_db"),
+    "critical_path": ("scaletrace.queries.analysis.critical_path", "critical_path"),
     "ProjectionError": ("scaletrace.reports.projection", "ProjectionError"),
     "NotIdentifiableError": ("scaletrace.reports.projection", "NotIdentifiableError"),
 }
