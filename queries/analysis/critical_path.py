@@ -147,11 +147,13 @@ def segments(db: "Database", run_id: str | None = None) -> pa.Table:
     windows = con.sql("SELECT run_id, step, rank, trace_id, clock_ns, lane, start_ns, end_ns, host_end_ns "
                       "FROM critical_path_steps($run) WHERE is_slowest ORDER BY run_id, step",
                       params={"run": run_id}).fetchall()
-    ends = dict(((trace, step), idx) for trace, step, idx in con.sql(
-        "SELECT trace_id, step, arg_max(idx, struct_pack(e := end_ns, i := idx)) "
-        "FROM critical_path_graph($run) WHERE side = 'gpu' AND step IS NOT NULL GROUP BY ALL",
-        params={"run": run_id}).fetchall())
     g = _Graph(graph)
+    ends: dict = {}  # (trace, step) -> the device event of the step that ends last (the latest idx on a tie)
+    for i, (trace, step, side) in enumerate(zip(g.trace_id, g.step, g.side)):
+        if side == "gpu" and step is not None:
+            j = ends.get((trace, step))
+            if j is None or g.end_ns[i] >= g.end_ns[j]:
+                ends[(trace, step)] = i
     out: dict[str, list] = {name: [] for name, _ in COLUMNS}
     seen = set()
     for run, step, rank, trace, clock, lane, lo, end, host_end in windows:
