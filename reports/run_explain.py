@@ -74,8 +74,10 @@ def load_tables(db: Database, runs: list[str] | None = None, summary: pl.DataFra
 
 
 def describe_runs(db: Database, runs: list[str] | None = None) -> pl.DataFrame:
-    """run_sentences of the runs in ``db`` (all, or ``runs``)."""
-    return run_sentences(load_tables(db, runs))
+    """run_sentences of the runs in ``db`` (all, or ``runs``), each run's critical path after them."""
+    from scaletrace.reports.critical_path_words import with_path
+
+    return with_path(db, run_sentences(load_tables(db, runs)))
 
 
 def run_sentences(t: RunTables) -> pl.DataFrame:

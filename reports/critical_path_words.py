@@ -1,0 +1,83 @@
+"""The critical path in a sentence per run, for ``scaletrace explain`` (critical_path_summary).
+
+'Step 10's critical path (19.9 ms, the slowest rank's step: rank 1) runs through 4 ranks; rank 7
+holds 68 % of it, and the op that cost the most path time is rank 7's host gap (no recorded op):
+55 % (10.9 ms); by kind: host gap 64 %, cpu op 35 %, transfer 0.5 %; blocking communication is
+1.7 % of the step's exposed communication.'
+
+The step named is the run's longest path (its slowest step); with several steps the sentence says
+in how many of them the same rank held the most path time.  Built from values, left out when the
+run has no path (CPU-only traces, no ProfilerStep annotations).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from scaletrace.reports.words import count, duration, present, share
+
+if TYPE_CHECKING:
+    from scaletrace.pipeline.db import Database
+
+ABOUT = "critical path"
+KIND_WORDS = {"compute_kernel": "compute kernels", "memory": "memory copies", "comm_transfer": "transfer",
+              "comm_wait": "waiting in a collective", "launch_delay": "launch delay", "cpu_op": "host ops",
+              "host_gap": "host gap"}
+TOP_KINDS = 3
+
+
+def op_words(kind: str, name: str, rank: int) -> str:
+    """'rank 7's host gap (no recorded op)', 'rank 2's kernel sm90_xmma_gemm…', 'rank 0's transfer in ncclDev…'."""
+    short = name if len(name) <= 60 else name[:57] + "…"
+    if kind == "host_gap":
+        return f"rank {rank}'s host gap (no recorded op)"
+    if kind == "cpu_op":
+        return f"rank {rank}'s host in {short}"
+    return f"rank {rank}'s {KIND_WORDS.get(kind, kind)} in {short}"
+
+
+def path_sentence(steps: pl.DataFrame) -> str | None:
+    """The sentence for one run's critical_path_summary rows (None without a path)."""
+    steps = steps.filter(pl.col("path_ns") > 0) if not steps.is_empty() else steps
+    if steps.is_empty():
+        return None
+    s = steps.sort(["path_ns", "step"], descending=[True, False]).row(0, named=True)
+    path = s["path_ns"]
+    if not duration(path):
+        return None
+    text = (f"Step {s['step']}'s critical path ({duration(path)}, the slowest rank's step: rank {s['slowest_rank']}) "
+            f"runs through {count(s['num_ranks'], 'rank')}")
+    if s["num_ranks"] > 1:
+        text += f"; rank {s['top_rank']} holds {share(100 * s['top_rank_ns'] / path)} of it"
+    text += (f"; the op that cost the most path time is {op_words(s['top_op_kind'], s['top_op'], s['top_op_rank'])}: "
+             f"{share(100 * s['top_op_ns'] / path)} ({duration(s['top_op_ns'])})")
+    kinds = sorted(((s[f"{k}_ns"], k) for k in KIND_WORDS if s.get(f"{k}_ns")), reverse=True)[:TOP_KINDS]
+    if kinds:
+        text += "; by kind: " + ", ".join(f"{KIND_WORDS[k]} {share(100 * ns / path)}" for ns, k in kinds)
+    if present(s.get("blocking_comm_pct_of_exposed_comm")):
+        text += (f"; communication on the path (blocking) is {share(s['blocking_comm_pct_of_exposed_comm'])} "
+                 "of the step's exposed communication")
+    if steps.height > 1:
+        same = steps.filter(pl.col("top_rank") == s["top_rank"]).height
+        text += f"; rank {s['top_rank']} holds the most path time in {same} of the {steps.height} steps"
+    return text + "."
+
+
+def with_path(db: "Database", sentences: pl.DataFrame) -> pl.DataFrame:
+    """``sentences`` (run_id, about, sentence) with each run's critical-path sentence after its own."""
+    if sentences.is_empty():
+        return sentences
+    summary = db.query("critical_path_summary")
+    said = {}
+    for (run,), part in summary.partition_by("run_id", as_dict=True).items() if not summary.is_empty() else ():
+        text = path_sentence(part)
+        if text:
+            said[run] = text
+    rows = []
+    for (run,), part in sentences.group_by(["run_id"], maintain_order=True):
+        rows += part.rows(named=True)
+        if run in said:
+            rows.append({"run_id": run, "about": ABOUT, "sentence": said[run]})
+    return pl.DataFrame(rows, schema=sentences.schema)
