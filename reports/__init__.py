@@ -19,7 +19,7 @@ from scaletrace.pipeline.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
 from scaletrace.reports.card import card_from_db, card_lines
-from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.chartkit import gpus, layout_colours
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
 from scaletrace.reports.html import render
@@ -43,17 +43,23 @@ def build_charts(data: report_data.ReportData) -> tuple[list[tuple[str, str, str
     against the GPU count (charts.VS_GPUS) whose data is all at one GPU count is left out (a note):
     the decision card and the runs table give those numbers as a table."""
     drawn, notes = [], []
-    for spec in chart_defs.CHARTS:
-        df = spec.select(getattr(data, spec.source))
-        if df.is_empty():
-            notes.append(f"{spec.title}: {spec.missing}")
-            continue
-        if spec.key in chart_defs.VS_GPUS and "world_size" in df.columns and df["world_size"].n_unique() < 2:
-            notes.append(f"{spec.title}: all its data is at one GPU count ({gpus(df['world_size'][0])}); "
-                         "the decision card and the runs table give these numbers.")
-            continue
-        drawn.append((spec.key, spec.title, spec.caption, spec.build(df).to_dict()))
+    with layout_colours(data.layout_domain):  # one colour per layout in every chart
+        for spec in chart_defs.CHARTS:
+            _build(spec, data, drawn, notes)
     return drawn, notes
+
+
+def _build(spec, data: report_data.ReportData, drawn: list, notes: list[str]) -> None:
+    """One chart of CHARTS into ``drawn``, or its note into ``notes``."""
+    df = spec.select(getattr(data, spec.source))
+    if df.is_empty():
+        notes.append(f"{spec.title}: {spec.missing}")
+        return
+    if spec.key in chart_defs.VS_GPUS and "world_size" in df.columns and df["world_size"].n_unique() < 2:
+        notes.append(f"{spec.title}: all its data is at one GPU count ({gpus(df['world_size'][0])}); "
+                     "the decision card and the runs table give these numbers.")
+        return
+    drawn.append((spec.key, spec.title, spec.caption, spec.build(df).to_dict()))
 
 
 def build_report(db: str | Path | Database, out: str | Path = "report.html", runs: list[str] | None = None,

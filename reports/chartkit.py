@@ -7,6 +7,8 @@ group of runs sharing a workload label, and "N GPU" / "N GPUs" correctly.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import altair as alt
 import polars as pl
@@ -74,7 +76,8 @@ def data(df: pl.DataFrame) -> alt.Data:
 def gpus_axis(df: pl.DataFrame | None = None, title: str = "GPUs (ranks)") -> alt.X:
     """log2 GPU-count axis; ticks at the GPU counts of ``df`` when given (no 1.5-GPU ticks)."""
     ticks = {"values": sorted(df["world_size"].drop_nulls().unique().to_list())} if df is not None else {}
-    return alt.X("world_size:Q", title=title, scale=alt.Scale(type="log", base=2),
+    # padding: a label centred on the first or last GPU count stays inside the plot
+    return alt.X("world_size:Q", title=title, scale=alt.Scale(type="log", base=2, padding=28),
                  axis=alt.Axis(tickMinStep=1, format="d", **ticks))
 
 
@@ -135,3 +138,77 @@ def baseline_words(scaling: pl.DataFrame) -> str:
     """baseline(n) when every sweep's baseline has n GPUs, else a general phrase."""
     counts = scaling["base_gpus"].unique().drop_nulls().to_list() if "base_gpus" in scaling.columns else []
     return baseline(counts[0]) if len(counts) == 1 else "each sweep's baseline (its fewest GPUs)"
+
+
+# ---- one colour per layout, the same in every chart of a report ------------------------------------
+
+# Tableau 10, then Tableau 20's light shades: a report with more layouts than this reuses colours
+LAYOUT_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#ff9da6",
+                  "#9d755d", "#79706e", "#9ecae9", "#ffbf79", "#88d27a", "#ff9d98", "#b7e4e0", "#d6a5c9",
+                  "#f2cf5b", "#fcbfd2", "#d8b5a5", "#bab0ac"]
+LAYOUT = "layout_name"  # the column of each run's layout name (layout_name) in the report's tables
+_DOMAIN: ContextVar[tuple[str, ...] | None] = ContextVar("layout_domain", default=None)
+
+
+def layout_name(tp=None, pp=None, cp=None, strategy: str | None = None) -> str:
+    """A layout that keeps its name across GPU counts: the run.json strategy label (labels.layout) and the
+    tensor, pipeline and context degrees above 1 ('ddp', 'fsdp', 'fsdp_tp·tp2', 'tp2·pp2'); data parallel
+    alone is 'dp' (dp grows with the GPU count, so it is not part of the name); a strategy that only names
+    the one degree shown is left out ('tp4', not 'tp·tp4'); nothing known: 'layout unknown'."""
+    degrees = [f"{d}{int(v)}" for d, v in (("tp", tp), ("pp", pp), ("cp", cp)) if v is not None and int(v) > 1]
+    dims = {d[:2] for d in degrees}
+    parts = ([strategy] if strategy and not (len(dims) == 1 and strategy in dims) else []) + degrees
+    if parts:
+        return "·".join(parts)
+    return "dp" if any(v is not None for v in (tp, pp, cp)) else "layout unknown"
+
+
+def layout_key(name: str) -> tuple:
+    """The order of layouts in legends: data parallel first, then by the degrees' product, then by name."""
+    import re
+
+    product = math.prod(int(x) for x in re.findall(r"(?:tp|pp|cp)(\d+)", name)) if name else 1
+    return (name == "layout unknown", product, name)
+
+
+def run_layouts(summary: pl.DataFrame, strategies: pl.DataFrame | None = None) -> pl.DataFrame:
+    """run_id -> layout (:func:`layout_name`) of every run of ``summary`` (run_summary: tp, pp, cp);
+    ``strategies``: run_id, strategy (run_topology / layouts)."""
+    df = summary.select("run_id", *[c for c in ("tp", "pp", "cp") if c in summary.columns])
+    if strategies is not None and "strategy" in strategies.columns:
+        df = df.join(strategies.select("run_id", "strategy").unique("run_id"), on="run_id", how="left")
+    names = [layout_name(r.get("tp"), r.get("pp"), r.get("cp"), r.get("strategy")) for r in df.iter_rows(named=True)]
+    return df.select("run_id").with_columns(pl.Series(LAYOUT, names, dtype=pl.String))
+
+
+def layout_domain(layouts) -> list[str]:
+    """The layouts (names) in legend order: the colour domain of a report."""
+    return sorted(set(layouts), key=layout_key)
+
+
+@contextmanager
+def layout_colours(domain: list[str]):
+    """Inside: every chart's layout colour uses ``domain`` (computed once per report from all runs), so a
+    layout has one colour in every chart and at every GPU count."""
+    token = _DOMAIN.set(tuple(domain))
+    try:
+        yield
+    finally:
+        _DOMAIN.reset(token)
+
+
+def layout_scale(present: list[str] | None = None) -> alt.Scale:
+    """The colour scale of layouts: the report's domain (:func:`layout_colours`), else ``present``'s."""
+    domain = list(_DOMAIN.get() or layout_domain(present or []))
+    for name in layout_domain(present or []):  # a layout outside the report's domain still gets a colour
+        if name not in domain:
+            domain.append(name)
+    return alt.Scale(domain=domain, range=[LAYOUT_COLOURS[i % len(LAYOUT_COLOURS)] for i in range(len(domain))])
+
+
+def layout_colour(df: pl.DataFrame, field: str = LAYOUT, title: str = "layout", **legend) -> alt.Color:
+    """Colour by layout with the report's one scale; the legend lists only the layouts of ``df``."""
+    present = df[field].drop_nulls().unique().to_list() if field in df.columns else []
+    scale = layout_scale(present)
+    return alt.Color(f"{field}:N", title=title, scale=scale,
+                     legend=alt.Legend(values=layout_domain(present), labelLimit=260, **legend))

@@ -22,6 +22,7 @@ from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
 from scaletrace.reports.charts_card import build_marginal_returns
+from scaletrace.reports.charts_headroom import build_overlap_headroom
 from scaletrace.reports.charts_projection import build_projection
 from scaletrace.reports.device_share import SLIVER_PCT
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
@@ -51,33 +52,37 @@ SLIVERS = (f" A run whose device activity spans under {SLIVER_PCT:g} % of its st
 
 CHARTS = [
     ChartSpec("marginal_returns", "Time vs cost per billion tokens",
-              "One point per run (labelled with its GPU count), a line per layout across GPU counts: hours per "
+              "One point per run (labelled with its GPU count), a line per layout across GPU counts (colours: "
+              "one per layout, the same in every chart): hours per "
               "1e9 tokens (1e9 ÷ tokens/s ÷ 3600) against GPU-hours per 1e9 tokens (that × GPUs), both log "
               "scales. Perfect scaling moves down a vertical line (less time, same GPU-hours); where a line "
               "turns right, the added GPUs buy little time for many more GPU-hours: the decision card's "
               "stops-paying count.",
               NO_SWEEP, "card_points", _has("hours_per_billion_tokens"), build_marginal_returns),
     ChartSpec("throughput", "Throughput vs GPUs",
-              "Points are runs, the line joins the fastest run of each sweep at each GPU count (labelled); "
-              "the further it falls below the dashed ideal line (linear from the sweep's baseline, its run "
-              "with the fewest GPUs), the less the added GPUs buy.",
+              "Points are runs, a line per layout (the strategy label and the tp, pp, cp degrees; one colour per "
+              "layout in every chart) joins its runs across GPU counts; labels: the fastest run of each sweep at "
+              "each GPU count. The further a line falls below the dashed ideal line (linear from the sweep's "
+              "baseline, its run with the fewest GPUs), the less the added GPUs buy.",
               NO_SWEEP, "scaling", _has("tokens_per_s"), build_throughput),
     ChartSpec("throughput_per_gpu", "Throughput per GPU",
-              "tokens/s divided by the GPU count, per run; the line joins the fastest run at each GPU count "
-              "and the dashed line is the baseline's per-GPU throughput, which ideal scaling keeps.",
+              "tokens/s divided by the GPU count, per run; a line per layout across GPU counts, labels on the "
+              "fastest run at each GPU count; the dashed line is the baseline's per-GPU throughput, which ideal "
+              "scaling keeps.",
               NO_SWEEP, "scaling", _has("tokens_per_s_per_gpu"), build_throughput_per_gpu),
     ChartSpec("efficiency", "Diminishing returns",
-              "Left, for the fastest run at each GPU count: scaling efficiency vs the sweep's baseline "
-              "(solid; speedup ÷ GPU ratio, or per-GPU throughput ratio for weak scaling; 100 % = perfect) "
-              "and vs the previous GPU count (dashed); right: tokens/s each added GPU bought over the best run "
-              "at the previous GPU count; where a bar falls below half the baseline's tokens/s per GPU, adding GPUs "
+              "Left: scaling efficiency vs the sweep's baseline (speedup ÷ GPU ratio, or per-GPU throughput ratio "
+              "for weak scaling; 100 % = perfect), a point per run and a line per layout, labelled at the fastest "
+              "run of each GPU count; dashed grey: the fastest run's efficiency vs the previous GPU count. Right: "
+              "tokens/s each added GPU bought over the best run at the previous GPU count, coloured by the layout "
+              "of the best run; where a bar falls below half the baseline's tokens/s per GPU, adding GPUs "
               "stops paying (the decision card's rule).",
               "No scaling data: needs at least one sweep (runs sharing a workload) with throughput.",
               "scaling", _has("scaling_efficiency_vs_sweep_baseline_pct"), build_efficiency),
     ChartSpec("mfu", "MFU vs GPUs",
-              "Share of the devices' peak FLOP/s spent on model FLOPs, one point per run, the line through "
-              "the highest MFU at each GPU count; a falling line means more time goes to communication, "
-              "waiting or overhead as GPUs are added.",
+              "Share of the devices' peak FLOP/s spent on model FLOPs, one point per run, a line per layout "
+              "across GPU counts, labelled at the highest MFU of each GPU count; a falling line means more time "
+              "goes to communication, waiting or overhead as GPUs are added.",
               "No MFU: needs tokens per step, model.num_params (or flops_per_token) and a known device "
               "peak (device.peak_flops in run.json).", "runs", _has("mfu_pct"), build_mfu),
     ChartSpec("step_time", "Step time and where it goes",
@@ -111,9 +116,22 @@ CHARTS = [
               "steps) and, when the traces record message sizes, the median bus bandwidth over instances.",
               "No communication kernels inside profiled steps in the runs of a sweep with throughput.",
               "collectives", _has("time_per_step_ns"), build_collectives),
+    ChartSpec("overlap_headroom", "Overlap headroom by process group",
+              "For the fastest run of each sweep at each GPU count, per process group: the compute left to run "
+              "when the group's first collective of the step starts (up to the end of the step's compute) ÷ the "
+              "group's communication time (its kernels' durations, waiting included), both per profiled step, "
+              "mean over ranks and steps (query overlap_headroom). Below 1 (red rule) the communication is "
+              "longer than the compute that can hide it and the excess is exposed; strong scaling shrinks the "
+              "compute per GPU, so the headroom falls towards 1 one GPU count before exposed communication "
+              "grows (the axis ends at 3: a larger headroom is drawn at the top edge, its value in the tooltip). Dashed: projected to 2× and 4× the largest measured count by the projection's model "
+              "(compute a + b/N, α–β ring transfer per collective, waiting carried as measured), for the sweep's "
+              "fastest layout where the projection fits it. Subtitle: the first GPU count where a group's "
+              "headroom is below 1.",
+              "No collectives inside profiled steps in the fastest runs of a sweep (with a workload).",
+              "headroom", _has("headroom_ratio"), build_overlap_headroom),
     ChartSpec("layouts", "Parallel layouts",
-              "Runs of one workload at the same GPU count, one colour per layout (dp-tp-pp-cp and the "
-              "strategy label), fastest on top: higher tokens/s and MFU and lower exposed comm % of step "
+              "Runs of one workload at the same GPU count (rows: dp-tp-pp-cp and the strategy label), coloured "
+              "by layout as in every chart, fastest on top: higher tokens/s and MFU and lower exposed comm % of step "
               "mark the better layout.",
               "No two layouts of one workload at the same GPU count (set workload and parallel.* in "
               "run.json).", "layouts", lambda df: df.filter(pl.col("layouts_at_size") > 1), build_layouts),
@@ -137,8 +155,8 @@ CHARTS = [
               build_rank_wait),
     ChartSpec("energy", "Tokens per joule",
               "Tokens per joule (1 ÷ energy per token, from NVML power samples: whole-job power × step time), "
-              "one point per run, the line through the most frugal run at each GPU count; a falling line is "
-              "the cost of the added communication and idle time.",
+              "one point per run, a line per layout across GPU counts, labelled at the most frugal run of each "
+              "GPU count; a falling line is the cost of the added communication and idle time.",
               "No power samples: collect on CUDA with nvidia-ml-py installed.", "runs",
               _has("energy_per_token_j"), build_energy),
     # "Why efficiency drops" (reports/charts_explain.py; numbers from scaling_attribution, run_diff,
@@ -202,6 +220,6 @@ CHARTS = [
 # Charts whose x axis is the GPU count (or whose lines join GPU counts): with data at one GPU count
 # only they are left out; the decision card and the runs table give those numbers.
 VS_GPUS = frozenset({"marginal_returns", "throughput", "throughput_per_gpu", "efficiency", "mfu", "energy",
-                     "comm_vs_compute", "collectives", "exposed_comm", "projection"})
+                     "comm_vs_compute", "collectives", "exposed_comm", "projection", "overlap_headroom"})
 
 __all__ = ["CHARTS", "ChartSpec", "VS_GPUS"]

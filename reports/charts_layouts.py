@@ -2,7 +2,7 @@
 
 A layout is its dp-tp-pp-cp string plus, when run.json labels it, the
 strategy (ddp / fsdp / ...), which tells apart runs with the same degrees.
-One colour per layout, shared by every row and column.
+One colour per layout (chartkit.layout_colour), the same as in every other chart of the report.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, data
+from scaletrace.reports.chartkit import LABEL_FONT, LAYOUT, data, layout_colour, layout_name
 
 METRICS = {"tokens_per_s": ("tokens/s", ",.0f"), "mfu_pct": ("MFU (%)", ".2f"),
            "exposed_comm_pct": ("exposed comm (% of step)", ".1f")}
@@ -18,7 +18,7 @@ DEGREES = ("dp", "tp", "pp", "cp")
 HEATMAP_MIN_LAYOUTS = 3
 
 
-def _panel(df: pl.DataFrame, metric: str, labels: list[str], first: bool) -> alt.LayerChart:
+def _panel(df: pl.DataFrame, metric: str, colour: alt.Color, first: bool) -> alt.LayerChart:
     """One metric's bars for one group; only the first panel of a row names the layouts."""
     title, fmt = METRICS[metric]
     order = df["label"].to_list()  # df is sorted by tokens/s, fastest first
@@ -26,18 +26,20 @@ def _panel(df: pl.DataFrame, metric: str, labels: list[str], first: bool) -> alt
         y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=260) if first else None),
         x=alt.X(f"{metric}:Q", title=title),
         tooltip=["run_id:N", "label:N", alt.Tooltip(f"{metric}:Q", format=fmt)])
-    bars = base.mark_bar().encode(color=alt.Color("label:N", title="layout (strategy)",
-                                                  scale=alt.Scale(domain=labels)))
+    bars = base.mark_bar().encode(color=colour)
     text = base.mark_text(align="left", dx=3, fontSize=LABEL_FONT).encode(text=alt.Text(f"{metric}:Q", format=fmt))
     return (bars + text).properties(width=170, height=alt.Step(20))
 
 
 def build_layouts(layouts: pl.DataFrame) -> alt.VConcatChart:
     """One row per workload × GPU count: tokens/s, MFU, exposed comm; bars sorted by tokens/s.
-    The colour domain is every layout label, so a layout has one colour in every row."""
+    The colour is the report's layout colour (chartkit.layout_colour), the same in every chart."""
     df = layouts.filter(pl.col("layouts_at_size") > 1).sort(["workload", "world_size", "rank_by_tokens_per_s"])
-    labels = df["label"].unique(maintain_order=True).to_list()
-    rows = [alt.hconcat(*[_panel(group, m, labels, i == 0) for i, m in enumerate(METRICS)], spacing=30)
+    if LAYOUT not in df.columns:
+        df = df.with_columns(pl.struct("tp", "pp", "cp", "strategy").map_elements(
+            lambda r: layout_name(r["tp"], r["pp"], r["cp"], r["strategy"]), return_dtype=pl.String).alias(LAYOUT))
+    colour = layout_colour(df)
+    rows = [alt.hconcat(*[_panel(group, m, colour, i == 0) for i, m in enumerate(METRICS)], spacing=30)
             .properties(title=alt.TitleParams(name, anchor="start", fontSize=12))
             for (name,), group in df.group_by(["group"], maintain_order=True)]
     return alt.vconcat(*rows).resolve_scale(color="shared").properties(

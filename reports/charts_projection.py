@@ -17,14 +17,20 @@ FACTOR = 4  # the curve runs to this many times the largest measured GPU count
 MAX_NAMED = 4  # runs without a workload named in the not-projected line (then "and N more")
 
 
-def projection_data(db: Database) -> tuple[pl.DataFrame, list[Skipped | str]]:
-    """The chart's curve (reports.projection.curve) of every identifiable sweep, and the sweeps that
-    could not be projected (a line of text when the projection failed as a whole)."""
+def fitted_sweeps(db: Database) -> tuple[list, list[Skipped | str]]:
+    """fit_sweeps of every sweep, and those left out (a line of text when the projection failed as a whole)."""
     try:
-        sweeps, skipped = fit_sweeps(db)
+        return fit_sweeps(db)
     except ProjectionError as exc:
-        return pl.DataFrame(), [str(exc)]
-    return curve(sweeps, FACTOR), skipped
+        return [], [str(exc)]
+
+
+def projection_data(db: Database, fitted: tuple | None = None) -> tuple[pl.DataFrame, list[Skipped | str]]:
+    """The chart's curve (reports.projection.curve) of every identifiable sweep, and the sweeps that
+    could not be projected (a line of text when the projection failed as a whole); ``fitted``:
+    :func:`fitted_sweeps`' answer when already computed."""
+    sweeps, skipped = fitted if fitted is not None else fitted_sweeps(db)
+    return (curve(sweeps, FACTOR) if sweeps else pl.DataFrame()), skipped
 
 
 def misfit_words(df: pl.DataFrame) -> list[str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import (HEIGHT, LABEL_FONT, MS, SWEEP, WIDTH, baseline_words, dash, dashed_points, data,
-                              gpus_axis, point_labels, sweep_colour, with_label)
+from scaletrace.reports.chartkit import (HEIGHT, LABEL_FONT, LAYOUT, MS, SWEEP, WIDTH, baseline_words, dash,
+                                         dashed_points, data, gpus_axis, layout_colour, layout_name, point_labels,
+                                         with_label)
 from scaletrace.reports.data import NO_SWEEP
 
 
@@ -22,21 +23,51 @@ def _ideal(scaling: pl.DataFrame) -> pl.DataFrame:
             .sort(["sweep", "world_size"]))
 
 
-def _runs_and_best(df: pl.DataFrame, field: str, title: str, fmt: str, best: pl.DataFrame,
-                   log_y: bool = False, unit: str | None = None) -> alt.LayerChart:
-    """``log_y``: throughput spans orders of magnitude across sweeps (and ideal scaling is then a
-    straight line on the log-log axes); a linear axis would flatten every sweep but the largest."""
+def with_layouts(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its runs' layout names (chartkit.LAYOUT; data.load adds them, a bare table gets them
+    from its tp, pp, cp columns) and ``line``, the key of a layout's line in its sweep."""
+    if LAYOUT not in df.columns:
+        names = [layout_name(r.get("tp"), r.get("pp"), r.get("cp"), r.get("strategy")) for r in df.iter_rows(named=True)]
+        df = df.with_columns(pl.Series(LAYOUT, names, dtype=pl.String))
+    return df.with_columns(line=pl.col("sweep") + " · " + pl.col(LAYOUT).fill_null("layout unknown"))
+
+
+def _per_layout(df: pl.DataFrame, field: str) -> pl.DataFrame:
+    """The line of each layout of each sweep: its run with the highest ``field`` at each GPU count (runs
+    without a workload are points only: nothing joins them)."""
+    return (df.filter(pl.col(field).is_not_null() & (pl.col("sweep") != NO_SWEEP))
+            .sort([field, "run_id"], descending=[True, False])
+            .group_by(["line", "world_size"], maintain_order=True).first().sort(["line", "world_size"]))
+
+
+def _sweep_shape(df: pl.DataFrame) -> dict:
+    """Point shape by sweep, where there are several (colour is the layout's)."""
+    return {"shape": alt.Shape("sweep:N", title=SWEEP)} if df["sweep"].n_unique() > 1 else {}
+
+
+def _runs_by_layout(df: pl.DataFrame, field: str, title: str, fmt: str, labelled: pl.DataFrame,
+                    log_y: bool = False, unit: str | None = None, label_fmt: str | None = None) -> alt.LayerChart:
+    """Every run a point, a line per layout of each sweep across GPU counts (chartkit.layout_colour: one
+    colour per layout in every chart), data labels on ``labelled`` (one run per sweep and GPU count: no
+    two labels share a point).  ``log_y``: throughput spans orders of magnitude across sweeps (and ideal
+    scaling is then a straight line on the log-log axes)."""
+    df = with_layouts(df)
     y = alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log") if log_y else alt.Undefined,
               axis=alt.Axis(format="~s") if unit == "tokens/s" else alt.Undefined)  # 5M, not 5,000,000
-    points = alt.Chart(data(df)).mark_point(filled=True, size=50, opacity=0.6).encode(
-        x=gpus_axis(df), y=y, color=sweep_colour(),
-        tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
+    colour = layout_colour(df)
+    tooltip = ["run_id:N", "sweep:N", alt.Tooltip(f"{LAYOUT}:N", title="layout"), "world_size:Q",
+               alt.Tooltip(f"{field}:Q", format=fmt)]
+    points = alt.Chart(data(df.filter(pl.col(field).is_not_null()))).mark_point(
+        filled=True, size=55, opacity=0.85).encode(x=gpus_axis(df), y=y, color=colour, tooltip=tooltip,
+                                                   **_sweep_shape(df))
+    lines = alt.Chart(data(_per_layout(df, field))).mark_line(strokeWidth=1.8).encode(
+        x=gpus_axis(df), y=y, color=colour, detail="line:N", tooltip=tooltip)
     # ``unit``: the data labels in SI with it ('44 k tokens/J', chartkit.si), else ``fmt``
-    best = with_label(best, field, unit) if unit else best
-    line = alt.Chart(data(best)).mark_line(point=True).encode(
-        x=gpus_axis(df), y=y, color=sweep_colour(),
-        tooltip=["run_id:N", "world_size:Q", alt.Tooltip(f"{field}:Q", format=fmt)])
-    return points + line + (point_labels(line, "si_label", None) if unit else point_labels(line, field, fmt))
+    labelled = with_label(labelled, field, unit) if unit else labelled
+    text = alt.Text("si_label:N") if unit else alt.Text(f"{field}:Q", format=label_fmt or fmt)
+    labels = alt.Chart(data(labelled)).mark_text(dy=-10, fontSize=LABEL_FONT, color="#333").encode(
+        x=gpus_axis(df), y=y, text=text)
+    return lines + points + labels
 
 
 def _throughput_vs_ideal(scaling: pl.DataFrame, field: str, ideal_field: str, title: str,
@@ -44,7 +75,7 @@ def _throughput_vs_ideal(scaling: pl.DataFrame, field: str, ideal_field: str, ti
     """Runs and the fastest run per GPU count (log axis) over the dashed ideal from the baseline."""
     ideal = alt.Chart(data(_ideal(scaling))).mark_line(strokeDash=[6, 4], color="gray").encode(
         x=gpus_axis(scaling), y=f"{ideal_field}:Q", detail="sweep:N")
-    runs = _runs_and_best(scaling, field, title, ",.0f", scaling.filter("is_best"), log_y=True, unit="tokens/s")
+    runs = _runs_by_layout(scaling, field, title, ",.0f", scaling.filter("is_best"), log_y=True, unit="tokens/s")
     return (ideal + runs).properties(title=chart_title, width=WIDTH, height=HEIGHT)
 
 
@@ -59,28 +90,32 @@ def build_throughput_per_gpu(scaling: pl.DataFrame) -> alt.LayerChart:
 
 
 def build_efficiency(scaling: pl.DataFrame) -> alt.HConcatChart:
+    scaling = with_layouts(scaling)
     best = scaling.filter("is_best")
-    vs_base, vs_prev = f"vs {baseline_words(scaling)}", "vs the previous GPU count"
-    long = pl.concat([
-        best.select("sweep", "world_size", "run_id", pct="scaling_efficiency_vs_sweep_baseline_pct",
-                    basis=pl.lit(vs_base)),
-        best.select("sweep", "world_size", "run_id", pct="step_efficiency_pct", basis=pl.lit(vs_prev)),
-    ]).filter(pl.col("pct").is_not_null())
-    line = alt.Chart(data(long)).mark_line().encode(
-        x=gpus_axis(long), y=alt.Y("pct:Q", title="scaling efficiency (%)"), color=sweep_colour(),
-        strokeDash=dash("basis", "efficiency", [vs_base, vs_prev]),
-        tooltip=["run_id:N", "basis:N", alt.Tooltip("pct:Q", format=".1f")])
+    vs_base, vs_prev = f"vs {baseline_words(scaling)}", "best run vs the previous GPU count"
+    field = "scaling_efficiency_vs_sweep_baseline_pct"
+    by_layout = _runs_by_layout(scaling, field, f"scaling efficiency {vs_base} (%)", ".1f",
+                                best.filter(pl.col(field).is_not_null()), label_fmt=".0f")
+    prev = best.filter(pl.col("step_efficiency_pct").is_not_null()).with_columns(basis=pl.lit(vs_prev))
+    step = alt.Chart(data(prev)).mark_line(color="#555", strokeDash=[4, 3], point=alt.OverlayMarkDef(
+        color="#555", size=20)).encode(
+        x=gpus_axis(scaling), y="step_efficiency_pct:Q", detail="sweep:N",
+        strokeDash=alt.StrokeDash("basis:N", scale=alt.Scale(domain=[vs_prev], range=[[4, 3]]), legend=None),
+        tooltip=["run_id:N", "basis:N", alt.Tooltip("step_efficiency_pct:Q", title="%", format=".1f")])
     ideal = alt.Chart(alt.Data(values=[{"y": 100}])).mark_rule(color="gray", strokeDash=[6, 4]).encode(y="y:Q")
-    eff = (ideal + line + dashed_points(line) + point_labels(line, "pct", ".0f")).properties(
-        title="Scaling efficiency (best run per GPU count)", width=int(WIDTH / 1.4), height=HEIGHT)
+    eff = (ideal + step + by_layout).properties(
+        title=alt.TitleParams("Scaling efficiency (a line per layout)",
+                              subtitle="dashed grey: the best run vs the previous GPU count"),
+        width=int(WIDTH / 1.4), height=HEIGHT)
     gains = best.filter(pl.col("marginal_tokens_per_s_per_gpu").is_not_null())
     if gains.is_empty():  # one GPU count per sweep: nothing to compare with
         return alt.hconcat(eff)
     bars = alt.Chart(data(gains)).mark_bar().encode(
         x=alt.X("world_size:O", title="GPUs (ranks)", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("marginal_tokens_per_s_per_gpu:Q", title="tokens/s gained per added GPU"),
-        color=sweep_colour(), xOffset="sweep:N",
-        tooltip=["run_id:N", alt.Tooltip("marginal_tokens_per_s_per_gpu:Q", format=",.0f")])
+        color=layout_colour(scaling), xOffset="sweep:N",  # the left panel's legend
+        tooltip=["run_id:N", "sweep:N", alt.Tooltip(f"{LAYOUT}:N", title="layout"),
+                 alt.Tooltip("marginal_tokens_per_s_per_gpu:Q", format=",.0f")])
     text = alt.Text("marginal_tokens_per_s_per_gpu:Q", format=",.0f")
     labels = [bars.properties(data=data(part)).mark_text(dy=dy, fontSize=LABEL_FONT, color="#333").encode(text=text)
               for part, dy in ((gains.filter(pl.col("marginal_tokens_per_s_per_gpu") >= 0), -6),
@@ -97,21 +132,23 @@ def _with_sweep(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _best_of(runs: pl.DataFrame, field: str, descending: bool) -> pl.DataFrame:
-    return (runs.sort(field, descending=descending).group_by(["sweep", "world_size"], maintain_order=True)
-            .first().sort(["sweep", "world_size"]))
+    return (runs.filter(pl.col(field).is_not_null()).sort(field, descending=descending)
+            .group_by(["sweep", "world_size"], maintain_order=True).first().sort(["sweep", "world_size"]))
 
 
 def build_mfu(runs: pl.DataFrame) -> alt.LayerChart:
     df = _with_sweep(runs)
-    return _runs_and_best(df, "mfu_pct", "MFU (% of peak FLOP/s)", ".2f", _best_of(df, "mfu_pct", True)).properties(
-        title="Model FLOPs utilisation vs GPUs (line: highest MFU per GPU count)", width=WIDTH, height=HEIGHT)
+    return _runs_by_layout(df, "mfu_pct", "MFU (% of peak FLOP/s)", ".2f", _best_of(df, "mfu_pct", True)).properties(
+        title="Model FLOPs utilisation vs GPUs (a line per layout; labels: highest MFU per GPU count)",
+        width=WIDTH, height=HEIGHT)
 
 
 def build_energy(runs: pl.DataFrame) -> alt.LayerChart:
     df = _with_sweep(runs).with_columns(tokens_per_j=1 / pl.col("energy_per_token_j"))
-    return _runs_and_best(df, "tokens_per_j", "tokens per joule", ",.4~r", _best_of(df, "tokens_per_j", True),
-                          unit="tokens/J") \
-        .properties(title="Tokens per joule vs GPUs (line: most frugal run per GPU count)", width=WIDTH, height=HEIGHT)
+    return _runs_by_layout(df, "tokens_per_j", "tokens per joule", ",.4~r", _best_of(df, "tokens_per_j", True),
+                           unit="tokens/J") \
+        .properties(title="Tokens per joule vs GPUs (a line per layout; labels: most frugal run per GPU count)",
+                    width=WIDTH, height=HEIGHT)
 
 
 COMM_COMPUTE = {"compute_per_step_ns": "compute", "comm_per_step_ns": "communication",
@@ -150,9 +187,26 @@ def build_collectives(collectives: pl.DataFrame) -> alt.HConcatChart:
         line = alt.Chart(data(bw)).mark_line().encode(
             y=alt.Y("median_busbw_gbps:Q", title="median bus bandwidth (GB/s)"),
             tooltip=["run_id:N", "collective:N", alt.Tooltip("median_busbw_gbps:Q", format=".2f")], **enc)
-        panels.append((line + dashed_points(line) + point_labels(line, "median_busbw_gbps", ".1f")).properties(
-            title="Collective bus bandwidth", width=int(WIDTH / 1.4), height=HEIGHT))
+        chart = line + dashed_points(line) + point_labels(line, "median_busbw_gbps", ".1f")
+        boundary = node_boundary(bw)
+        if not boundary.is_empty():
+            rule = alt.Chart(data(boundary)).mark_rule(color="#888", strokeDash=[2, 3]).encode(x=gpus_axis(df))
+            words = alt.Chart(data(boundary)).mark_text(align="left", baseline="top", dx=3, y=2, fontSize=LABEL_FONT,
+                                                        color="#666").encode(x=gpus_axis(df), text="label:N")
+            chart = alt.layer(rule, words, chart)
+        panels.append(chart.properties(title="Collective bus bandwidth (dotted: one node's GPUs)",
+                                       width=int(WIDTH / 1.4), height=HEIGHT))
     return alt.hconcat(*panels)
+
+
+def node_boundary(df: pl.DataFrame) -> pl.DataFrame:
+    """The GPUs per node (run_topology: run.json gpus_per_node, else world size ÷ nodes) of the runs that
+    span more than one node: where a rule marks, on a GPU-count axis, the step from one node to several."""
+    if "gpus_per_node" not in df.columns:
+        return pl.DataFrame()
+    sizes = (df.filter(pl.col("gpus_per_node").is_not_null() & (pl.col("world_size") > pl.col("gpus_per_node")))
+             .select(world_size=pl.col("gpus_per_node")).unique().sort("world_size"))
+    return sizes.with_columns(label=pl.format("{} GPUs per node", "world_size"))
 
 
 def build_exposed_comm(exposed: pl.DataFrame) -> alt.LayerChart:

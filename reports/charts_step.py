@@ -9,18 +9,20 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import (LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, with_label,
+from scaletrace.reports.chartkit import (LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, si_time,
                                          with_slivers)
+from scaletrace.reports.words import present
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 
 
-def _long_parts(breakdown: pl.DataFrame) -> pl.DataFrame:
+def _long_parts(breakdown: pl.DataFrame, axis_ms: float | None = None) -> pl.DataFrame:
     """One row per run × part (slivers left out): its exact share of the span (run_summary's figure)
-    and ms of the step; axis_pct = ms as a share of the longest step (whether a label fits)."""
+    and ms of the step; axis_pct = ms as a share of the axis (``axis_ms``, default the longest step):
+    whether a label fits."""
     rows = []
     bars = drawn(breakdown)
-    longest_ms = (bars["step_time_ns"].max() or 0) / 1e6
+    longest_ms = axis_ms or (bars["step_time_ns"].max() or 0) / 1e6
     for i, (key, name) in enumerate(PARTS.items()):
         rows.append(bars.select(
             "run_id", pct=pl.col(f"{key}_pct"), ms=pl.col(f"{key}_of_step_ns") / 1e6,
@@ -73,17 +75,39 @@ def build_step_breakdown(breakdown: pl.DataFrame) -> alt.HConcatChart:
 
 
 def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
-    long = _long_parts(breakdown)
     order = breakdown_order(breakdown)
-    totals = with_label(drawn(breakdown).select("run_id", "step_time_ns", step_ms=pl.col("step_time_ns") / 1e6),
-                        "step_time_ns", ns_per=1)  # '2.78 s', '19.9 ms' (chartkit.si_time)
-    room = alt.Scale(domain=[0, 1.12 * (totals["step_ms"].max() or 1)])  # the longest bar's total label fits
+    totals = _spread(drawn(breakdown))
+    axis_ms = 1.3 * (totals["label_ms"].max() or 1)  # the longest whisker and its label fit
+    room = alt.Scale(domain=[0, axis_ms])
+    long = _long_parts(breakdown, axis_ms)
     stacked = _stacked(long, "ms", "step time (ms)", MS, room, "axis_pct", order)
+    y = alt.Y("run_id:N", sort=order)
+    spread = totals.filter(pl.col("p95_ms") > pl.col("step_ms"))
+    whisker = alt.Chart(data(spread)).mark_rule(color="#222").encode(
+        y=y, x=alt.X("step_ms:Q", scale=room), x2="p95_ms:Q",
+        tooltip=["run_id:N", alt.Tooltip("step_ms:Q", title="p50 step (ms)", format=MS),
+                 alt.Tooltip("p95_ms:Q", title="p95 step (ms)", format=MS), "spread_steps:Q"])
+    tick = alt.Chart(data(spread)).mark_tick(color="#222", thickness=1.5, size=12).encode(
+        y=y, x=alt.X("p95_ms:Q", scale=room))
     total = alt.Chart(data(totals)).mark_text(align="left", dx=4, fontSize=LABEL_FONT, fontWeight="bold").encode(
-        y=alt.Y("run_id:N", sort=order), x=alt.X("step_ms:Q", scale=room),
-        text="si_label:N")
-    return with_slivers(stacked + total, breakdown, "run_id", order, room).properties(
-        title="Step time and where it goes (ms)", width=WIDTH + 80, height=alt.Step(22))
+        y=y, x=alt.X("label_ms:Q", scale=room), text="si_label:N")
+    return with_slivers(stacked + whisker + tick + total, breakdown, "run_id", order, room).properties(
+        title=alt.TitleParams("Step time and where it goes (ms)",
+                              subtitle="bar: the median step (p50); whisker to the 95th percentile over steps (p95)"),
+        width=WIDTH + 80, height=alt.Step(22))
+
+
+def _spread(bars: pl.DataFrame) -> pl.DataFrame:
+    """Per run: the median step (the bar's length, run_summary's step time), its p95 over steps
+    (query step_time_spread; none: the bar alone) and the label 'p50 · p95' at the whisker's end."""
+    df = bars.select("run_id", "step_time_ns", step_ms=pl.col("step_time_ns") / 1e6,
+                     p95_ms=(pl.col("p95_ns") / 1e6) if "p95_ns" in bars.columns else pl.lit(None, pl.Float64),
+                     spread_steps=pl.col("spread_steps") if "spread_steps" in bars.columns else pl.lit(None, pl.Int64))
+    text = [f"{si_time(r['step_time_ns'])}" + (f" · p95 {si_time(r['p95_ms'] * 1e6)}"
+                                               if present(r["p95_ms"]) and r["p95_ms"] > r["step_ms"] else "")
+            for r in df.iter_rows(named=True)]
+    return df.with_columns(pl.Series("si_label", text, dtype=pl.String),
+                           label_ms=pl.max_horizontal("step_ms", "p95_ms"))
 
 
 def build_bandwidth(bandwidth: pl.DataFrame) -> alt.Chart:
@@ -113,5 +137,6 @@ def build_rank_wait(rank_wait: pl.DataFrame) -> alt.FacetChart:
         stroke=alt.condition("datum.straggler", alt.value("black"), alt.value(None)),
         strokeWidth=alt.condition("datum.straggler", alt.value(2), alt.value(0)),
         tooltip=["run_id:N", "rank:O", "part:N", alt.Tooltip("ms:Q", format=".2f"), "straggler_count:Q"],
-    ).properties(width=WIDTH, height=140).facet(row=alt.Row("run_id:N", title=None)).properties(
+    ).properties(width=WIDTH, height=140).facet(row=alt.Row("run_id:N", title=None)).resolve_scale(
+        x="independent", y="independent").properties(  # each run on its own axes: a short run is not flattened
         title="Per rank: exposed comm split into transfer and waiting (outlined: the usual straggler)")

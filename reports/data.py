@@ -15,7 +15,7 @@ import polars as pl
 
 from scaletrace.pipeline.db import Database
 from scaletrace.reports.card import decision_card
-from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.chartkit import LAYOUT, gpus, layout_domain, run_layouts
 from scaletrace.reports.device_share import sliver_notes
 from scaletrace.reports.order import sort_runs
 
@@ -64,6 +64,14 @@ class ReportData:
     card_points: pl.DataFrame = field(default_factory=pl.DataFrame)
     # kernel_summary's top kernels of each card run (TOP_KERNELS each, by share of kernel time)
     top_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # every chart's layout colours: the layouts of every run in the database (chartkit.layout_colours);
+    # runs, scaling, layouts and card_points carry each run's `layout_name` (chartkit.layout_name)
+    layout_domain: list[str] = field(default_factory=list)
+    # reports/headroom.py: overlap headroom of the best runs per process group, measured and projected
+    headroom: pl.DataFrame = field(default_factory=pl.DataFrame)
+    # step_time_spread (p50 / p95 over steps) joined to run_breakdown: the step-time chart's whiskers
+    # are in `breakdown` (p50_ns, p95_ns); gpus_per_node per run (run_topology): the node boundary
+    topology: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -97,21 +105,29 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     scaling_all = db.query("scaling")
     scaling = _scaling(scaling_all, wanted, notes)
     best = scaling.filter("is_best").select("run_id", "sweep", "world_size")
-    breakdown = _filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
+    spread = db.query("step_time_spread").select("run_id", "p50_ns", "p95_ns", spread_steps="num_steps")
+    breakdown = (_filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
+                 .join(spread, on="run_id", how="left"))
+    topology = db.query("run_topology")
+    layout_of = run_layouts(db.query("run_summary"), topology)
     by_group = tables.by_group.join(best, on="run_id", how="inner")
-    collectives = db.query("run_collectives").join(best, on="run_id", how="inner")
+    # + gpus_per_node (run_topology): the node boundary on the bandwidth panel
+    collectives = (db.query("run_collectives").join(best, on="run_id", how="inner")
+                   .join(topology.select("run_id", "gpus_per_node"), on="run_id", how="left"))
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
     rank_wait = _sample_ranks(tables.rank_wait, notes)
     why = _why(db, wanted, best, tables)
     why["gpu_time_parts"] = why["gpu_time_parts"].join(sweeps.select("run_id", "sliver_note"), on="run_id",
                                                        how="left")
-    why.update(_projection(db))
+    why.update(_projection(db, best))
     layouts_all = db.query("layouts")
     card = decision_card(tables.summary, scaling_all, db.query("scaling_attribution"), wanted, layouts_all)
     return ReportData(
-        **why, run_sentences=run_sentences(tables), card=card, card_points=card.points,
+        **why, run_sentences=run_sentences(tables), card=card, card_points=_with_layout(card.points, layout_of),
         top_kernels=_top_kernels(db, card.rows["run_id"].to_list()),
-        runs=sort_runs(summary), scaling=scaling, layouts=_layouts(_filter(layouts_all, wanted)),
+        runs=sort_runs(_with_layout(summary, layout_of)), scaling=_with_layout(scaling, layout_of),
+        layouts=_with_layout(_layouts(_filter(layouts_all, wanted)), layout_of),
+        layout_domain=layout_domain(layout_of[LAYOUT].to_list()), topology=_filter(topology, wanted),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
         warnings=_warnings(summary), notes=notes,
@@ -161,12 +177,23 @@ def _why(db: Database, wanted: list[str], best: pl.DataFrame, tables) -> dict:
             "why": expl.sentences + more, "why_more": more}
 
 
-def _projection(db: Database) -> dict:
-    """The projection's curve and sentences (every sweep in the database: the model needs all its runs)."""
-    from scaletrace.reports.charts_projection import projection_data, projection_sentences
+def _projection(db: Database, best: pl.DataFrame) -> dict:
+    """The projection's curve and sentences (every sweep in the database: the model needs all its runs),
+    and the overlap headroom of ``best`` (measured, and projected by the same fitted sweeps)."""
+    from scaletrace.reports.charts_projection import fitted_sweeps, projection_data, projection_sentences
+    from scaletrace.reports.headroom import headroom_table
 
-    curve, skipped = projection_data(db)
-    return {"projection": curve, "projection_notes": projection_sentences(curve, skipped)}
+    sweeps, skipped = fitted_sweeps(db)
+    curve, skipped = projection_data(db, (sweeps, skipped))
+    return {"projection": curve, "projection_notes": projection_sentences(curve, skipped),
+            "headroom": headroom_table(db, best, sweeps)}
+
+
+def _with_layout(df: pl.DataFrame, layout_of: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each run's layout name (chartkit.layout_name), the key of every chart's layout colour."""
+    if df.is_empty() or "run_id" not in df.columns:
+        return df
+    return df.drop(LAYOUT, strict=False).join(layout_of, on="run_id", how="left")
 
 
 def _scaling(scaling: pl.DataFrame, wanted: list[str], notes: list[str]) -> pl.DataFrame:

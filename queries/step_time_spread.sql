@@ -1,0 +1,36 @@
+-- name: step_time_spread
+-- description: Per run, the spread of step time over steps: median (p50), p95, fastest and slowest step.
+-- grain: one row per run with a step time
+-- param: run_id VARCHAR optional; only this run (NULL: every run)
+-- The steps run_summary's step_time_ns is the median of: each step's time on
+-- its slowest rank, from the collector's wall-clock step log (steps outside
+-- the profiled window, after the first) when the run has one, else from the
+-- ProfilerStep annotations.  p50_ns equals run_summary.step_time_ns;
+-- p95_ns = the 95th percentile (linear interpolation between steps);
+-- p95_to_p50_ratio = p95 ÷ p50 (1: every step as long as the median);
+-- step_time_source = 'step_log' or 'profiler_step' (as in run_summary);
+-- num_steps = steps counted.
+-- Units: *_ns nanoseconds, *_ratio a ratio.
+WITH profiled AS (
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
+    WHERE $run_id IS NULL OR run_id = $run_id GROUP BY run_id, step
+),
+logged AS (
+    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM step_log
+    WHERE ($run_id IS NULL OR run_id = $run_id) AND NOT profiled AND step > 0
+    GROUP BY run_id, step
+),
+chosen AS (
+    SELECT run_id, step, slowest_ns, 'step_log' AS source FROM logged
+    UNION ALL
+    SELECT run_id, step, slowest_ns, 'profiler_step' AS source FROM profiled
+    WHERE run_id NOT IN (SELECT run_id FROM logged)
+)
+SELECT run_id, any_value(source) AS step_time_source, count(*) AS num_steps,
+       median(slowest_ns)::BIGINT AS p50_ns,
+       quantile_cont(slowest_ns, 0.95)::BIGINT AS p95_ns,
+       min(slowest_ns) AS min_ns, max(slowest_ns) AS max_ns,
+       quantile_cont(slowest_ns, 0.95) / nullif(median(slowest_ns), 0) AS p95_to_p50_ratio
+FROM chosen
+GROUP BY run_id
+ORDER BY run_id
