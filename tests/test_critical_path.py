@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from conftest import SHARED_TRACES, query
@@ -344,3 +345,21 @@ def test_agrees_with_hta_on_one_rank(tmp_path, monkeypatch):
         ours = sum(row[f"{k}_ns"] for k in kinds)
         assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
     assert row["compute_kernel_ns"] == 500 * US and row["launch_delay_ns"] == 10 * US
+
+
+def test_explain_names_the_rank_and_the_op_that_cost_the_most_path_time(tmp_path):
+    from scaletrace.pipeline import connect
+    from scaletrace.reports.run_explain import describe_runs
+
+    sc = Scenario(ranks=3, compute_us={2: 1500})
+    run = sc.write(tmp_path, "slow-kernel")
+    db = tmp_path / "x.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    with connect(db) as database:
+        said = describe_runs(database).filter(pl.col("about") == "critical path")["sentence"].to_list()
+    (text,) = said
+    step = sc.times(0)
+    path = max(v["sync1"] for v in step.values()) + 20
+    assert text.startswith("Step 0's critical path") and f"rank 2 holds {round(100 * (1500 + 5 + 1 + 10) / path)} %" in text
+    assert "rank 2's compute kernels in sm90_xmma_gemm_bf16bf16_bf16f32" in text
+    assert "rank 2 holds the most path time in 2 of the 2 steps" in text
