@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, cpu, kernel, query, write_trace
+from conftest import FIXTURES, copy_db, cpu, kernel, query, write_trace
 from scaletrace.cli import main
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
@@ -54,12 +54,20 @@ def _raw_event(ts="1", dur="1") -> bytes:
         ts.encode(), dur.encode())
 
 
-@pytest.fixture()
-def populated(tmp_path):
-    """A database that already holds the project's fixtures, and a run with one good trace."""
-    db = tmp_path / "t.duckdb"
+@pytest.fixture(scope="module")
+def populated_once(tmp_path_factory):
+    """The project's fixtures ingested by the CLI once for the module (each test gets a copy)."""
+    db = tmp_path_factory.mktemp("populated") / "t.duckdb"
     micro = [str(p) for p in sorted(FIXTURES.glob("micro-*"))]
     assert CliRunner().invoke(main, ["ingest", *micro, "--db", str(db), "-q"]).exit_code == 0
+    return db
+
+
+@pytest.fixture()
+def populated(populated_once, tmp_path):
+    """A database that already holds the project's fixtures (a copy of one ingest: the test writes
+    to it), and a run with one good trace."""
+    db = copy_db(populated_once, tmp_path / "t.duckdb")
     run = tmp_path / "run"
     write_trace(run / "rank0.json", GOOD, rank=0)
     return db, run
