@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -268,44 +269,173 @@ def ingest(
     pending = {str(f) for f, _ in tasks}  # not yet written: their stored rows may be stale
     deferred: list = []  # files whose rank clashed only with such rows: written after the others
     moving: dict[str, int] = {}  # a deferred file -> its new rank
-    parsed = _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes)
-    first = next(parsed, None)
+    ordered = in_order(parse_file, [(str(f), known.get(str(f)), rules, keep_python) for f, _ in tasks],
+                       pool_size(workers, len(tasks)), _failed_parse, max_trace_bytes=max_trace_bytes)
+    parsed = zip(tasks, ordered)
+    first = next(parsed, None)  # the pool starts before DuckDB opens (fork: no __main__ re-import)
     con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked and set up above
     # one DuckDB thread: the parse workers have the cores, and a file's small inserts gain nothing
     # from more (measured: 60 files' writes 1.6-1.9 s of CPU with the default, 1.4-1.5 s with one)
     con.execute("SET threads = 1")
+    done = 0
+
+    def stored(outcome: Outcome) -> None:  # a file's outcome, once its batch is committed
+        nonlocal done
+        done += 1
+        record(outcome)
+        if on_progress:
+            on_progress(done, len(tasks))
+
+    def defer(item, outcome: Outcome) -> None:
+        deferred.append(item)
+        moving[str(item[0][0])] = int(outcome.message)
+
+    batch = Batch(con, stored, defer)
     try:
-        done = 0
-        written_runs: set[str] = set()  # runs rows this ingest has written (8 ms an upsert)
         for item in itertools.chain([first] if first else [], parsed):
-            (path, run), result = item
+            (path, _run), _result = item
             pending.discard(str(path))
-            outcome = _write_safely(con, path, run, result, written_runs, pending | {str(p) for (p, _), _ in deferred})
-            done += 1
-            if outcome.status == DEFERRED:
-                deferred.append(item)
-                moving[str(path)] = int(outcome.message)
-                continue
-            record(outcome)
-            log_outcome(con, outcome)
-            if on_progress:
-                on_progress(done, len(tasks))
-        for (path, run), result in deferred:  # every other file is written: the run as it is now
-            outcome = _write_safely(con, path, run, result, written_runs, moving=moving)
-            moving.pop(str(path))
-            record(outcome)
-            log_outcome(con, outcome)
-            if on_progress:
-                on_progress(done, len(tasks))
+            batch.add(item, pending | {str(p) for (p, _), _ in deferred})
+            if batch.full() or not ordered.ready(batch.time_left()):  # the writer would wait: commit
+                batch.commit()
+        batch.commit()
+        for item in deferred:  # every other file is written: the run as it is now
+            batch.add(item, frozenset(), moving)
+            moving.pop(str(item[0][0]))
+        batch.commit()
         for run in runs:
             runsync.refresh(con, run)  # run.json edited alone: the runs row follows it
             for outcome in ingest_side_files(con, run) + missing_ranks(con, run):
                 record(outcome)
                 log_outcome(con, outcome)
     finally:
-        parsed.close()  # interrupted: the workers stop now, not after their files
+        ordered.close()  # interrupted: the workers stop now, not after their files
+        batch.abandon()
         con.close()
     return report
+
+
+# A batch: the files written in one transaction.  Its Arrow tables are held until it commits (a
+# failed batch is written again file by file), so it is bounded: at most BATCH_FILES files and
+# BATCH_BYTES of tables (a larger file is a batch of its own), and committed as soon as the
+# next parse is not done within BATCH_MIN_S of the batch's start: the writer never waits long
+# holding an open transaction, and a file's line comes at most that much later.
+BATCH_FILES = 32
+BATCH_BYTES = 64 << 20
+BATCH_MIN_S = 1.0
+
+
+class Batch:
+    """Several files in one transaction, each whole or not at all: a file's ``traces`` row and
+    all its rows are in the same transaction as its ``ingest_log`` row, so a killed ingest leaves
+    every file of the open batch unwritten (a rerun writes them).  Outcomes reach ``on_stored``
+    (the caller's lines and progress) only once their batch is committed.  A batch whose write or
+    commit fails is rolled back and its files are written again one transaction each, as a lone
+    file is: one bad file costs its own line, never the other files of its batch."""
+
+    def __init__(self, con, on_stored: Callable[[Outcome], None], on_deferred: Callable):
+        self.con, self.on_stored, self.on_deferred = con, on_stored, on_deferred
+        self.written_runs: set[str] = set()  # runs rows committed by this ingest (8 ms an upsert)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.items: list = []  # (item, pending, moving, outcome)
+        self.parts: list = []  # (trace_id, TraceRow, Extracted) whose tables are still to insert
+        self.runs: set[str] = set()  # runs rows written in the open transaction
+        self.nbytes = 0
+        self.opened: float | None = None
+
+    def full(self) -> bool:
+        return len(self.items) >= BATCH_FILES or self.nbytes >= BATCH_BYTES
+
+    def add(self, item, pending, moving: dict[str, int] | None = None) -> None:
+        """Write one parsed file into the open transaction (one is begun if none is)."""
+        (path, run), result = item
+        if self.opened is None:
+            self.con.execute("BEGIN")
+            self.opened = time.monotonic()
+        try:
+            outcome = self._stage(path, run, result, pending, moving)
+            if outcome.status == DEFERRED:
+                self.on_deferred(item, outcome)
+                return
+            log_outcome(self.con, outcome)
+        except schema.DatabaseError:
+            raise
+        except Exception:  # noqa: BLE001  the transaction is lost: its files one by one, this one too
+            self._one_by_one([*self.items, (item, pending, moving, None)])
+            return
+        self.items.append((item, pending, moving, outcome))
+
+    def _stage(self, path: Path, run: RunDir, parsed: ParsedFile, pending, moving) -> Outcome:
+        if parsed.error:
+            return Outcome(str(path), "error", parsed.error, run.run_id)
+        extracted = parsed.extracted
+        if extracted is None:
+            return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
+        try:
+            rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
+                                              lambda: stored_others(self.con, run.run_id, path))
+            check_clash(self.con, run.run_id, rank, path, pending, moving)
+        except ClashWithPending:
+            return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
+        except TraceError as exc:
+            return Outcome(str(path), "error", str(exc), run.run_id)
+        trace = trace_row(path, run.run_id, rank, rank_source, parsed)
+        fresh = run.run_id not in self.written_runs and run.run_id not in self.runs
+        trace_id = store.put_trace(self.con, trace, run.row() if fresh else None)
+        self.runs.add(run.run_id)
+        self.parts.append((trace_id, trace, extracted))
+        self.nbytes += sum(table.nbytes for table in extracted.tables().values())
+        if self.full():
+            self._flush_parts()
+        return stored_outcome(trace, extracted.meta.zero_duration_events)
+
+    def _flush_parts(self) -> None:
+        store.append_rows(self.con, self.parts)
+        self.parts = []
+
+    def commit(self) -> None:
+        """Commit the open transaction, then hand its outcomes on; a failure (a value a column
+        cannot take, a full disk) rolls it back and writes its files one by one."""
+        if self.opened is None:
+            return
+        items = self.items
+        try:
+            if self.parts:
+                self._flush_parts()
+            self.con.execute("COMMIT")
+        except Exception:  # noqa: BLE001
+            self._one_by_one(items)
+            return
+        self.written_runs |= self.runs
+        self._reset()
+        for _, _, _, outcome in items:
+            self.on_stored(outcome)
+
+    def time_left(self) -> float:
+        """Seconds the open batch may still wait for the next file (BATCH_MIN_S from its start)."""
+        return 0.0 if self.opened is None else max(0.0, BATCH_MIN_S - (time.monotonic() - self.opened))
+
+    def _one_by_one(self, items) -> None:
+        self.abandon()
+        for item, pending, moving, _ in items:
+            (path, run), result = item
+            outcome = _write_safely(self.con, path, run, result, self.written_runs, pending, moving)
+            if outcome.status == DEFERRED:
+                self.on_deferred(item, outcome)
+                continue
+            log_outcome(self.con, outcome)
+            self.on_stored(outcome)
+
+    def abandon(self) -> None:
+        """Roll the open transaction back (an interrupted ingest: its files are not written)."""
+        if self.opened is not None:
+            self._reset()
+            try:
+                self.con.execute("ROLLBACK")
+            except duckdb.Error:  # already rolled back by DuckDB (a failed COMMIT), or invalidated
+                pass
 
 
 def missing_ranks(con, run: RunDir) -> list[Outcome]:
@@ -373,15 +503,6 @@ def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError)
     log_outcome(con, outcome)
     for f in files:
         log_outcome(con, Outcome(str(f), "error", f"skipped: {run_dir / MANIFEST_NAME} is unusable: {reason}"))
-
-
-def _parse_all(tasks, known, rules, keep_python, workers, max_trace_bytes=None):
-    """Yield (task, parse result) in task order, parsing up to ``workers`` files at once
-    (pipeline/workers.py: a parse that raises or whose process dies is that file's error)."""
-    workers = pool_size(workers, len(tasks))
-    jobs = [(str(task[0]), known.get(str(task[0])), rules, keep_python) for task in tasks]
-    # the pool starts before DuckDB opens (fork: no __main__ re-import)
-    yield from zip(tasks, in_order(parse_file, jobs, workers, _failed_parse, max_trace_bytes=max_trace_bytes))
 
 
 def resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta: TraceMeta,

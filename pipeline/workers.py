@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
@@ -40,16 +40,47 @@ def pool_size(workers: int | None, jobs: int) -> int:
     return max(1, min(workers or len(os.sched_getaffinity(0)) or 1, jobs))
 
 
+class Ordered:
+    """The iterator :func:`in_order` returns; ``ready`` says whether the next result is in."""
+
+    def __init__(self, fn, jobs, workers, failed, kwargs):
+        self._pending: deque[tuple[tuple, Future]] = deque()
+        self._results = _in_order(fn, jobs, workers, failed, kwargs, self._pending)
+
+    def __iter__(self) -> "Ordered":
+        return self
+
+    def __next__(self):
+        return next(self._results)
+
+    def ready(self, timeout: float = 0.0) -> bool:
+        """Whether the next result is done, waiting at most ``timeout`` seconds for it (False
+        where no job is in flight)."""
+        if not self._pending:
+            return False
+        future = self._pending[0][1]
+        if timeout > 0 and not future.done():
+            wait([future], timeout)
+        return future.done()
+
+    def close(self) -> None:
+        """Stop: the workers are killed when results are left (an interrupted ingest)."""
+        self._results.close()
+
+
 def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable[[str], object],
-             **kwargs) -> Iterator:
+             **kwargs) -> Ordered:
     """``fn(*job, **kwargs)`` for every job, yielded in job order, with at most ``workers + 1``
     results held at once; a job that raises or whose process dies yields ``failed(reason)``.
 
     Even one worker is a process of its own: a parser that dies (a C stack overflow, the
     out-of-memory killer) must cost its file, never the process that writes the database."""
+    return Ordered(fn, jobs, workers, failed, kwargs)
+
+
+def _in_order(fn, jobs, workers: int, failed, kwargs, pending: deque) -> Iterator:
     workers = max(1, workers)
     pool = None
-    pending: deque[tuple[tuple, Future]] = deque()
     queue = iter(jobs)
     finished = False
     try:
