@@ -181,16 +181,16 @@ CHARTS = [
               "No sweep with two GPU counts whose runs have kernel time that grew.", "growth",
               _has("delta_time_per_step_ns"), build_kernel_growth, WHY),
     ChartSpec("idle_breakdown", "Why the GPUs sit idle",
-              "For the fastest run of each sweep at each GPU count: the time in a profiled step with no device "
-              "activity on any stream (rank_step_breakdown's idle), in ms per step, mean over ranks and steps, "
-              "split by what each idle gap ended on (query idle_breakdown): waiting for the host to launch (the "
-              "next kernel was launched only after the gap began: CPU-bound, e.g. many small kernels), waiting "
-              "on a dependency (it was queued before the gap: a stream or event wait, a peer, a synchronize), "
-              "and other (no launching call in the trace). On CPU-only traces every gap is host time: the "
-              "threads were outside any recorded op.",
-              "No idle time inside the fastest runs' profiled steps (from the first to the last device event "
-              "each step launched); the runs table's idle % is of the whole traced span, gaps between steps "
-              "included.", "idle_parts",
+              "For the fastest run of each sweep at each GPU count: the idle of the runs table's idle % (the "
+              "profiled steps' device window, from the first device event they launched to the last one's end, "
+              "gaps between steps included, with no activity on any stream), in ms per step, mean over ranks and "
+              "steps, split by what each idle gap ended on (query idle_breakdown): waiting for the host to launch "
+              "(the next kernel was launched only after the gap began: CPU-bound, e.g. many small kernels), "
+              "waiting on a dependency (it was queued before the gap: a stream or event wait, a peer, a "
+              "synchronize), and other (no launching call in the trace). On CPU-only traces every gap is host "
+              "time: the threads were outside any recorded op.",
+              "No idle time in the fastest runs' profiled steps (their device window, gaps between steps "
+              "included, as the runs table's idle %).", "idle_parts",
               lambda df: df.filter(pl.col("idle_ns") > 0) if "idle_ns" in df.columns else df.clear(),
               build_idle_breakdown, WHY),
     ChartSpec("compute_efficiency", "Compute efficiency vs GPUs",
