@@ -18,6 +18,30 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SCALETRACE_STATIC_SVGS", "0")
 
 
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) each worker builds its own session and
+# module fixtures. These modules keep all their tests on one worker: test_cluster shares one Ray
+# cluster (and counts the raylets around a command that starts its own), test_collectors two torchrun
+# jobs, test_reports one synthetic sweep and its report data. Every other test is scheduled on its own.
+ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_reports")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup, by module name: xdist's own loadgroup renames the test ids (`id@group`), which
+    pytest 9 no longer lets it do, so its groups are silently lost there. A scope per test, or per
+    module for ONE_WORKER_MODULES; xdist hands out the largest scopes (these modules) first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).stem in ONE_WORKER_MODULES else nodeid
+
+    return ModuleGroups(config, log)
+
+
 @pytest.fixture
 def static_svgs(monkeypatch):
     monkeypatch.setenv("SCALETRACE_STATIC_SVGS", "1")
