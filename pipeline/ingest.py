@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,12 +182,50 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         return ParsedFile(None, 0, error=f"cannot read file ({exc.strerror or exc})")
     except (limits.LimitError, MemoryError) as exc:
         return ParsedFile(None, 0, error=f"cannot read file ({str(exc) or type(exc).__name__})")
-    sha, nbytes = hashlib.sha256(raw).hexdigest(), len(raw)
-    if sha == known_sha:
-        return ParsedFile(sha, nbytes)
+    nbytes = len(raw)
+    if known_sha is not None:  # stored before: most likely unchanged, so hash before parsing
+        sha = hashlib.sha256(raw).hexdigest()
+        if sha == known_sha:
+            return ParsedFile(sha, nbytes)
+        hashing = None
+    else:  # a new file: hash beside the gunzip and the scan (both release the GIL, as hashlib does)
+        hashing = _Hash(raw)
+    held = [raw]  # _parse drops the file's bytes once gunzipped
+    del raw
     try:
-        data = unpack(raw, limit, TRACE_LIMIT, check_utf8=False, pad=pad)  # scan_or_decode checks
-        del raw
+        result = _parse(held, limit, pad, rules, keep_python)
+    finally:
+        if hashing is not None:
+            sha = hashing.result()
+    result.sha256, result.file_bytes = sha, nbytes
+    return result
+
+
+class _Hash(threading.Thread):
+    """sha256 of a file's bytes in a thread of its own, beside the parse of the same bytes."""
+
+    def __init__(self, data):
+        super().__init__(daemon=True)
+        self._data, self._sha = data, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._sha = hashlib.sha256(self._data).hexdigest()
+        finally:
+            self._data = None
+
+    def result(self) -> str:
+        self.join()
+        return self._sha
+
+
+def _parse(held: list, limit: int, pad: int, rules: tuple[Rule, ...], keep_python: bool) -> ParsedFile:
+    """parse_file's gunzip, scan and extract of the file's bytes ``held[0]`` (its sha256 and size
+    are set by the caller)."""
+    try:
+        data = unpack(held[0], limit, TRACE_LIMIT, check_utf8=False, pad=pad)  # scan_or_decode checks
+        held.clear()
         json_bytes = len(data)
         classifier = _classifier(rules)
         fractional = FRACTIONAL_TS.search(data) is not None
@@ -194,15 +233,15 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         # the compiled scanner's columns (read in place from the padded buffer), or msgspec's decode (the reference)
         doc = scan_or_decode(data, utf8_checked=False, buffer=data.obj if pad else None)
         del data
-        return ParsedFile(sha, nbytes, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
+        return ParsedFile(None, 0, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:
-        return ParsedFile(sha, nbytes, error=str(exc))
+        return ParsedFile(None, 0, error=str(exc))
     except (OverflowError, pa.ArrowException) as exc:  # a value our checks missed: still one line
-        return ParsedFile(sha, nbytes, error=f"a value does not fit its column ({str(exc).splitlines()[0]})")
+        return ParsedFile(None, 0, error=f"a value does not fit its column ({str(exc).splitlines()[0]})")
     except (MemoryError, RecursionError) as exc:
-        return ParsedFile(sha, nbytes, error=f"too large or deeply nested to parse ({type(exc).__name__})")
+        return ParsedFile(None, 0, error=f"too large or deeply nested to parse ({type(exc).__name__})")
     except Exception as exc:  # the backstop: one file's line with the exception's type, never the ingest's
-        return ParsedFile(sha, nbytes, error=f"could not be parsed ({oneline.describe(exc)})")
+        return ParsedFile(None, 0, error=f"could not be parsed ({oneline.describe(exc)})")
 
 
 TRACE_LIMIT = "the trace size limit (--max-trace-size)"
