@@ -37,6 +37,8 @@ def int64(data) -> pa.Array:
     beyond 64 bits, as Arrow's own conversion."""
     if isinstance(data, np.ndarray):
         return numeric(data.astype(np.int64, copy=False))
+    if None not in data:  # one C pass each
+        return numeric(np.array(data, dtype=np.int64).reshape(-1))
     n = len(data)
     values = np.fromiter((0 if v is None else v for v in data), dtype=np.int64, count=n)
     return numeric(values, np.fromiter((v is not None for v in data), dtype=bool, count=n))
@@ -60,16 +62,46 @@ def text(values: list) -> pa.Array:
                                                   pa.py_buffer(b"".join(encoded))], null_count=nulls)
 
 
+def dictionary(codes: np.ndarray, values: list) -> pa.DictionaryArray:
+    """A dictionary-encoded string array: int codes into ``values`` (one Python str, or None, per
+    distinct value).  4 bytes a row where the decoded strings take their length + 4: DuckDB
+    stores it as VARCHAR, Parquet as a dictionary-encoded string column."""
+    codes = np.ascontiguousarray(codes, dtype=np.int32)
+    missing = [i for i, v in enumerate(values) if v is None]
+    if not missing:
+        return pa.DictionaryArray.from_arrays(numeric(codes), text(values))
+    # a null is a null index, never a null in the dictionary (Parquet's writer refuses those)
+    present = ~np.isin(codes, missing) if len(missing) > 1 else codes != missing[0]
+    return pa.DictionaryArray.from_arrays(numeric(codes, present), text(["" if v is None else v for v in values]))
+
+
 def decoded(codes: np.ndarray, values: list) -> pa.Array:
-    """A string array from int codes into ``values`` (one Python str, or None, per distinct value)."""
-    codes = numeric(np.ascontiguousarray(codes, dtype=np.int32))
-    return pa.DictionaryArray.from_arrays(codes, text(values)).dictionary_decode()
+    """A plain string array from int codes into ``values``."""
+    return dictionary(codes, values).dictionary_decode()
+
+
+def encoded(column) -> tuple[np.ndarray, list]:
+    """(int codes, distinct values) of a string column, plain or dictionary-encoded; a null is the
+    code of a None value."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    names = arr.dictionary.to_pylist()
+    indices = arr.indices
+    codes = values(indices).astype(np.int64)
+    if indices.null_count:
+        codes = np.where(valid(indices), codes, len(names))
+        names = names + [None]
+    return codes, names
 
 
 def array(values, typ: pa.DataType) -> pa.Array:
-    """``pa.array(values, typ)`` for int64 and string."""
+    """``pa.array(values, typ)`` for int64 and string (dictionary-encoded: see :func:`dictionary`)."""
     if typ == pa.string():
-        return text(values)
+        distinct: dict = {}
+        codes = np.fromiter((distinct.setdefault(v, len(distinct)) for v in values), dtype=np.int32,
+                            count=len(values))
+        return dictionary(codes, list(distinct))
     if typ == pa.int64():
         return int64(values)
     raise TypeError(f"no pandas-free builder for {typ}")

@@ -13,6 +13,7 @@ a step or a collective op is ``pipeline/vocabulary.py``.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -163,8 +164,10 @@ def _int64(data: np.ndarray) -> pa.Array:
 
 
 def _strings(codes: np.ndarray, values: list) -> pa.Array:
-    """A string column from codes into ``values`` (one Python str per distinct value)."""
-    return arrays.decoded(codes, values)
+    """A string column from codes into ``values`` (one Python str per distinct value), kept
+    dictionary-encoded: a row costs 4 bytes in the worker, in the result sent to the writing
+    process and in DuckDB's insert, not the string's length + 4."""
+    return arrays.dictionary(codes, values)
 
 
 _text, _ints, _array = arrays.text, arrays.int64, arrays.array  # pa.array imports pandas: pipeline/arrays.py
@@ -246,9 +249,9 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
     meta = TraceMeta(**_doc_facts(kept.doc, cpu, vocab), ts_fractional=fractional, num_events=kept.num_events,
                      trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=int((dev.dur == 0).sum()))
     if len(dev):
-        device, coll_rows, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
+        device, collectives, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
     else:
-        device, coll_rows, spans = _cpu_tables(cpu, vocab, steps, classifier)
+        device, collectives, spans = _cpu_tables(cpu, vocab, steps, classifier)
     return Extracted(
         meta=meta,
         device_events=device,
@@ -258,7 +261,7 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
             "ts_ns": _ints([r[1] for r in steps.rows]),
             "dur_ns": _ints([r[2] - r[1] for r in steps.rows]),
         }),
-        **_union_tables(device, _collectives_table(coll_rows), spans),
+        **_union_tables(device, collectives, *spans),
     )
 
 
@@ -297,21 +300,18 @@ def _step_rows(cpu: columns.Side, vocab: columns.Vocab) -> list[tuple[int, int, 
     return rows
 
 
-def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int, int]]) -> dict:
-    """Interval unions, compute islands, and the exposed part of every comm event (``spans``)."""
+def _union_tables(device: pa.Table, collectives: pa.Table, span_start: np.ndarray, span_end: np.ndarray) -> dict:
+    """Interval unions, compute islands, and the exposed part of every comm event (its span:
+    ``span_start`` to ``span_end``, one per collectives row)."""
     starts = arrays.values(device["ts_ns"])
     ends = starts + arrays.values(device["dur_ns"])
-    kind = device["kind"].combine_chunks().dictionary_encode()
-    known = np.array([KINDS.index(k) if k in KINDS else KINDS.index("other")
-                      for k in kind.dictionary.to_pylist()] + [KINDS.index("other")], dtype=np.int8)
-    codes = np.where(arrays.valid(kind.indices), arrays.values(kind.indices), len(known) - 1)
-    kinds = known[codes]
+    codes, names = arrays.encoded(device["kind"])
+    kinds = np.array([KINDS.index(k) if k in KINDS else KINDS.index("other") for k in names] or [0],
+                     dtype=np.int8)[codes]
     step = device["step"]
     has_step = arrays.valid(step)
     steps = np.where(has_step, arrays.values(step), 0)
     rows, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
-    span_start = np.array([s for s, _ in spans], dtype=np.int64)
-    span_end = np.array([e for _, e in spans], dtype=np.int64)
     exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
         "collectives": collectives.append_column("exposed_ns", _int64(exposed))
@@ -331,15 +331,23 @@ def _union_tables(device: pa.Table, collectives: pa.Table, spans: list[tuple[int
 
 def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
     """Each comm event's position (0, 1, ...) among the rank's events of its process group, in
-    start order: the sequence used to match collectives across ranks when the trace has none."""
-    groups = [g if g is not None else "?" for g in collectives["pg_name"].to_pylist()]
-    event_ids = collectives["event_id"].to_pylist()
-    ordinal = [0] * len(groups)
-    seen: dict = {}
-    for i in sorted(range(len(groups)), key=lambda i: (starts[i], event_ids[i])):
-        ordinal[i] = seen.get(groups[i], 0)
-        seen[groups[i]] = ordinal[i] + 1
-    return _ints(ordinal)
+    start order (then event id): the sequence used to match collectives across ranks when the trace
+    has none.  Events without a process group name form one group, with those named "?"."""
+    n = collectives.num_rows
+    if not n:
+        return _int64(np.zeros(0, dtype=np.int64))
+    codes, names = arrays.encoded(collectives["pg_name"])
+    same = {name: i for i, name in reversed(list(enumerate(names)))}  # a value's first code
+    codes = np.array([same["?" if name is None else name] if ("?" if name is None else name) in same
+                      else len(names) for name in names], dtype=np.int64)[codes]
+    order = np.lexsort((arrays.values(collectives["event_id"]), starts, codes))
+    ranked = codes[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = ranked[1:] != ranked[:-1]
+    at = np.arange(n, dtype=np.int64)
+    ordinal = np.empty(n, dtype=np.int64)
+    ordinal[order] = at - np.maximum.accumulate(np.where(first, at, 0))
+    return _int64(ordinal)
 
 
 def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
@@ -428,7 +436,17 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
                            _strings(dev.cat, vocab.cats), _strings(dev.name, vocab.names), _strings(kind, KINDS),
                            _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step,
                            *(_strings(*named[c]) for c in LAUNCH_COLUMNS))
-    return device, coll_rows, spans
+    return device, _collectives_table(coll_rows), _span_arrays(spans)
+
+
+def _span_arrays(spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([a for a, _ in spans], dtype=np.int64).reshape(-1),
+            np.array([b for _, b in spans], dtype=np.int64).reshape(-1))
+
+
+@functools.lru_cache(maxsize=4096)
+def _collective_of_kernel(name: str) -> str | None:
+    return coll.from_kernel_name(name)
 
 
 def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -> tuple:
@@ -447,7 +465,7 @@ def _collective_row(index: int, kernel_name: str, args: Args, enclosing: list) -
                 source, collective = "cpu_op_name", coll.canonical(n)
                 break
         if collective is None:
-            collective = coll.from_kernel_name(kernel_name)
+            collective = _collective_of_kernel(kernel_name)
             source = "kernel_name" if collective else None
     return (
         index, collective, _str(meta.pg_name), meta.pg_desc,
@@ -464,54 +482,85 @@ def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifi
     a wait for a collective (``_c10d_functional::wait_tensor``: the sync rule) is kept as ``sync``
     and what runs inside it is not compute either (docs: "Classification").  An op that
     encloses a call or a wait (``aten::add`` around a DTensor wait) is stored as its pieces
-    outside them, so that the thread's blocked time never counts as compute."""
-    kinds = [KINDS[k] for k in _kinds(cpu, vocab, classifier, "cpu").tolist()]
-    names = [vocab.names[c] for c in cpu.name.tolist()]
-    tids = [vocab.ids[c] for c in cpu.tid.tolist()]
-    ts_list, dur_list = cpu.ts.tolist(), cpu.dur.tolist()
-    comm_tids = {tid for tid, k in zip(tids, kinds) if k == "comm"}
-    calls = _Enclosing()
-    for j, name in enumerate(names):
-        if kinds[j] == "sync" or is_collective_call(name):
-            calls.add(tids[j], ts_list[j], ts_list[j] + dur_list[j], True)
-    calls.freeze()
-    blocked = _Blocked(calls)
-    rows = []  # (position in cpu, ts, dur)
-    for j, k in enumerate(kinds):
-        if k == "other":
-            continue
-        if k != "compute":
-            rows.append((j, ts_list[j], dur_list[j]))
-        elif tids[j] not in comm_tids and not calls.containing(tids[j], ts_list[j]):
-            rows += [(j, a, b - a) for a, b in blocked.outside(tids[j], ts_list[j], ts_list[j] + dur_list[j])]
-    index = cpu.index.tolist()
-    coll_rows = [(index[j], coll.canonical(names[j]), None, None, None, None, None, None, None,
-                  "cpu_op_name") for j, _, _ in rows if kinds[j] == "comm"]
-    spans = [(ts, ts + dur) for j, ts, dur in rows if kinds[j] == "comm"]
-    compute = [kinds[j] == "compute" for j, _, _ in rows]
+    outside them, so that the thread's blocked time never counts as compute.
+
+    Whole columns (numpy): per event only the ops that overlap a blocked interval are cut in Python."""
+    kind = _kinds(cpu, vocab, classifier, "cpu")
+    ts, dur, tid = cpu.ts, cpu.dur, cpu.tid.astype(np.int64)
+    end = ts + dur
+    comm, compute = kind == KINDS.index("comm"), kind == KINDS.index("compute")
+    comm_tid = np.zeros(len(vocab.ids), dtype=bool)
+    comm_tid[tid[comm]] = True
+    blocking = (kind == KINDS.index("sync")) | by_code(vocab.names, is_collective_call)[cpu.name]
+    # per thread, the merged intervals in which it is blocked in a collective call or a wait
+    lane, b_start, b_end = intervals.grouped_islands(tid[blocking], ts[blocking], end[blocking])
+    keep = (kind != KINDS.index("other")) & ~compute  # kept whole
+    whole_compute = compute & ~comm_tid[tid]
+    cut_pos, cut_ts, cut_dur = [], [], []
+    for t in np.unique(lane).tolist():  # threads with blocked time: their compute ops are checked
+        mine = lane == t
+        starts, ends = b_start[mine], b_end[mine]
+        ops = np.flatnonzero(whole_compute & (tid == t))
+        i = np.searchsorted(ends, ts[ops], side="right")  # the first blocked interval ending after the op starts
+        inside = (i < len(ends)) & (starts[np.minimum(i, len(ends) - 1)] <= ts[ops])  # it starts blocked
+        overlaps = ~inside & (i < len(ends)) & (starts[np.minimum(i, len(ends) - 1)] < end[ops])
+        whole_compute[ops[inside | overlaps]] = False  # inside: dropped; overlapping: cut below
+        pieces = _Pieces(starts.tolist(), ends.tolist())
+        for j in ops[overlaps].tolist():
+            for a, b in pieces.outside(int(ts[j]), int(end[j])):
+                cut_pos.append(j)
+                cut_ts.append(a)
+                cut_dur.append(b - a)
+    whole = np.flatnonzero(keep | whole_compute)
+    pos = np.concatenate([whole, np.array(cut_pos, dtype=np.int64)])
+    order = np.argsort(pos, kind="stable")  # file order; an op's pieces in time order
+    pos = pos[order]
+    row_ts = np.concatenate([ts[whole], np.array(cut_ts, dtype=np.int64)])[order]
+    row_dur = np.concatenate([dur[whole], np.array(cut_dur, dtype=np.int64)])[order]
+    row_compute = compute[pos]
+    names = cpu.name[pos]
+    n = len(pos)
+    family_names = np.unique(names[row_compute]).tolist()
+    family_of = {code: i for i, code in enumerate(family_names)}
+    family_codes = np.full(n, len(family_names), dtype=np.int32)
+    if family_names:
+        lookup = np.full(len(vocab.names), len(family_names), dtype=np.int32)
+        lookup[family_names] = [family_of[c] for c in family_names]
+        family_codes[row_compute] = lookup[names[row_compute]]
+    nulls = _nullable(np.full(n, NONE, dtype=np.int64))
+    no_text = _strings(np.zeros(n, dtype=np.int32), [None])
     device = _device_table(
-        [index[j] for j, _, _ in rows], [f"thread {tids[j]}" for j, _, _ in rows], [None] * len(rows),
-        [None] * len(rows), [vocab.cats[cpu.cat[j]] for j, _, _ in rows], [names[j] for j, _, _ in rows],
-        [kinds[j] for j, _, _ in rows], [ts for _, ts, _ in rows], [dur for _, _, dur in rows],
-        [None] * len(rows), steps.at_many(np.array([ts for _, ts, _ in rows], dtype=np.int64)),
-        [None] * len(rows),  # the op is its own launcher
-        [launchers.cpu_family(names[j]) if c else None for (j, _, _), c in zip(rows, compute)],
-        ["op" if c else None for c in compute], [names[j] for j, _, _ in rows])
-    return device, coll_rows, spans
+        _int64(cpu.index[pos]), _strings(tid[pos], [f"thread {t}" for t in vocab.ids]), nulls, nulls,
+        _strings(cpu.cat[pos], vocab.cats), _strings(names, vocab.names), _strings(kind[pos], KINDS),
+        _int64(row_ts), _int64(row_dur), nulls, steps.at_many(row_ts),
+        no_text,  # the op is its own launcher
+        _strings(family_codes, [launchers.cpu_family(vocab.names[c]) for c in family_names] + [None]),
+        _strings(np.where(row_compute, 0, 1), ["op", None]), _strings(names, vocab.names))
+    is_comm = comm[pos]
+    comm_names = np.unique(names[is_comm]).tolist()
+    canonical = np.zeros(len(vocab.names), dtype=np.int32)
+    canonical[comm_names] = np.arange(len(comm_names), dtype=np.int32)
+    m = int(is_comm.sum())
+    none_text, none_int = _strings(np.zeros(m, dtype=np.int32), [None]), _nullable(np.full(m, NONE, dtype=np.int64))
+    collectives = pa.table({
+        "event_id": _int64(cpu.index[pos[is_comm]]),
+        "collective": _strings(canonical[names[is_comm]], [coll.canonical(vocab.names[c]) for c in comm_names]),
+        "pg_name": none_text, "pg_desc": none_text, "group_size": none_int, "dtype": none_text,
+        "in_nelems": none_int, "out_nelems": none_int, "seq": none_int,
+        "meta_source": _strings(np.zeros(m, dtype=np.int32), ["cpu_op_name"]),
+    })
+    return device, collectives, (row_ts[is_comm], row_ts[is_comm] + row_dur[is_comm])
 
 
-class _Blocked:
-    """Per thread, the merged intervals in which the thread is blocked in a collective call or wait."""
+class _Pieces:
+    """One thread's merged blocked intervals (sorted, disjoint)."""
 
-    def __init__(self, calls: _Enclosing):
-        self.by_tid = {}
-        for tid, items in calls.by_tid.items():
-            merged = intervals.merge([(s, e) for s, e, _ in items])
-            self.by_tid[tid] = ([s for s, _ in merged], [e for _, e in merged])
+    def __init__(self, starts: list[int], ends: list[int]):
+        self.starts, self.ends = starts, ends
 
-    def outside(self, tid, ts: int, end: int) -> list[tuple[int, int]]:
-        """[ts, end) minus the thread's blocked intervals (the whole interval when none overlap)."""
-        starts, ends = self.by_tid.get(tid, ((), ()))
+    def outside(self, ts: int, end: int) -> list[tuple[int, int]]:
+        """[ts, end) minus the blocked intervals (the whole interval when none overlap)."""
+        starts, ends = self.starts, self.ends
         i = bisect.bisect_right(ends, ts)
         pieces, cursor = [], ts
         while i < len(starts) and starts[i] < end:

@@ -312,7 +312,7 @@ def check_shape_text(dims: str | None, concrete: str | None) -> str | None:
 # WATCH_INTERVAL_S; past it, the data-segment limit (RLIMIT_DATA) is lowered to what is mapped
 # now, so the next allocation fails (MemoryError, std::bad_alloc) and the file gets its one line,
 # instead of the machine's out-of-memory killer choosing a process.
-PARSE_BYTES_PER_JSON_BYTE = 3
+PARSE_BYTES_PER_JSON_BYTE = 8
 PARSE_HEADROOM = 300 * MIB
 WATCH_INTERVAL_S = 0.02
 
