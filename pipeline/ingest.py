@@ -339,7 +339,7 @@ def ingest(
                 batch.commit()
         batch.commit()
         for item in deferred:  # every other file is written: the run as it is now
-            batch.add(item, frozenset(), moving)
+            batch.add(item, frozenset(), dict(moving))  # a copy: a failed batch is written again as it was
             moving.pop(str(item[0][0]))
         batch.commit()
         for run in runs:
