@@ -22,6 +22,7 @@ from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
 from scaletrace.reports.charts_card import build_marginal_returns
+from scaletrace.reports.charts_critical_path import chart_spec
 from scaletrace.reports.charts_headroom import build_overlap_headroom
 from scaletrace.reports.charts_projection import build_projection
 from scaletrace.reports.device_share import SLIVER_PCT
@@ -216,6 +217,8 @@ CHARTS = [
               "No sweep with three measured GPU counts (with a workload, tokens_per_step and ProfilerSteps): "
               "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]
+
+CHARTS.append(chart_spec())  # the critical path by GPU count (reports/charts_critical_path.py)
 
 # Charts whose x axis is the GPU count (or whose lines join GPU counts): with data at one GPU count
 # only they are left out; the decision card and the runs table give those numbers.

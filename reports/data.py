@@ -72,6 +72,7 @@ class ReportData:
     # step_time_spread (p50 / p95 over steps) joined to run_breakdown: the step-time chart's whiskers
     # are in `breakdown` (p50_ns, p95_ns); gpus_per_node per run (run_topology): the node boundary
     topology: pl.DataFrame = field(default_factory=pl.DataFrame)
+    critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)  # reports/charts_critical_path.path_parts
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -130,7 +131,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
         layout_domain=layout_domain(layout_of[LAYOUT].to_list()), topology=_filter(topology, wanted),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,
-        warnings=_warnings(summary), notes=notes,
+        warnings=_warnings(summary), notes=notes, critical_path=_critical_path(db, best),
     )
 
 
@@ -256,3 +257,9 @@ def _sample_ranks(df: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
         df = (df.sort("exposed_ns", descending=True).group_by("run_id", maintain_order=True)
               .head(MAX_RANKS).sort(["run_id", "rank"]))
     return df
+
+
+def _critical_path(db: Database, best: pl.DataFrame) -> pl.DataFrame:
+    from scaletrace.reports.charts_critical_path import path_parts
+
+    return path_parts(db, best)
