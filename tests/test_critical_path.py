@@ -363,3 +363,27 @@ def test_explain_names_the_rank_and_the_op_that_cost_the_most_path_time(tmp_path
     assert text.startswith("Step 0's critical path") and f"rank 2 holds {round(100 * (1500 + 5 + 1 + 10) / path)} %" in text
     assert "rank 2's compute kernels in sm90_xmma_gemm_bf16bf16_bf16f32" in text
     assert "rank 2 holds the most path time in 2 of the 2 steps" in text
+
+
+def test_the_report_chart_draws_the_path_by_kind_per_gpu_count(tmp_path):
+    from conftest import spec_values
+    from scaletrace.pipeline import connect
+    from scaletrace.reports.charts_critical_path import build_critical_path, path_parts
+
+    runs = {"cp-2": Scenario(ranks=2), "cp-4": Scenario(ranks=4, compute_us={3: 900}, transfer_us=300)}
+    for name, sc in runs.items():
+        sc.write(tmp_path, name)
+    db = tmp_path / "sweep.duckdb"
+    assert not ingest([tmp_path / name for name in runs], db=db, workers=1).errors
+    best = pl.DataFrame({"run_id": list(runs), "sweep": ["cp", "cp"], "world_size": [2, 4]})
+    with connect(db) as database:
+        parts = path_parts(database, best)
+        summary = database.query("critical_path_summary")
+    for run, part in parts.group_by("run_id"):
+        assert part["pct"].sum() == pytest.approx(100)
+        mine = summary.filter(pl.col("run_id") == run[0])
+        gemm = 100 * mine["compute_kernel_ns"].sum() / mine["path_ns"].sum()
+        assert part.filter(pl.col("kind") == "compute kernels")["pct"].item() == pytest.approx(gemm)
+    assert parts["label"].unique(maintain_order=True).to_list() == ["cp · 2 GPUs", "cp · 4 GPUs"]
+    rows = spec_values(build_critical_path(parts).to_dict())
+    assert {(r["label"], r["kind"]) for r in rows} == set(zip(parts["label"], parts["kind"]))
