@@ -55,6 +55,12 @@ def skewed_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(scope="module")
+def skewed_report(skewed_db, tmp_path_factory):
+    """build_report(skewed_db) with the defaults, built once for the tests that only read it."""
+    return build_report(skewed_db, tmp_path_factory.mktemp("skewed-report") / "r.html")
+
+
 def _specs(html: str) -> dict:
     raw = re.search(r'<script type="application/json" id="specs">(.*?)</script>', html, re.S).group(1)
     return json.loads(raw)
@@ -62,12 +68,12 @@ def _specs(html: str) -> dict:
 
 
 
-def test_one_exposed_comm_figure_in_table_findings_and_charts(skewed_db, tmp_path):
+def test_one_exposed_comm_figure_in_table_findings_and_charts(skewed_db, skewed_report):
     expected = exposed_pct_by_hand(SKEWED)
     with connect(skewed_db) as db:
         summary = {r["run_id"]: r for r in db.query("run_summary").iter_rows(named=True)}
     assert summary["skewed-2"]["exposed_comm_pct"] == pytest.approx(expected, rel=1e-9)
-    result = build_report(skewed_db, tmp_path / "r.html")
+    result = skewed_report
     html = result.path.read_text()
     table = html.split("<h2>Runs</h2>")[1].split("</table>")[0]
     assert f"<td>{expected:.1f}</td>" in table  # the runs table's exposed comm % of step
@@ -84,8 +90,8 @@ def test_one_exposed_comm_figure_in_table_findings_and_charts(skewed_db, tmp_pat
     assert groups and all(g == pytest.approx(expected, rel=1e-9) for g in groups)
 
 
-def test_breakdown_shares_are_exact_and_the_axis_stops_at_100(skewed_db, tmp_path):
-    result = build_report(skewed_db, tmp_path / "r.html")
+def test_breakdown_shares_are_exact_and_the_axis_stops_at_100(skewed_db, skewed_report):
+    result = skewed_report
     spec = _specs(result.path.read_text())["breakdown"]
     with connect(skewed_db) as db:
         summary = db.query("run_summary")
@@ -130,11 +136,17 @@ def scaling_db(tmp_path_factory):
     return db
 
 
-def test_each_efficiency_says_what_it_is_against(scaling_db, tmp_path):
+@pytest.fixture(scope="module")
+def scaling_report(scaling_db, tmp_path_factory):
+    """build_report(scaling_db) with the defaults, built once for the tests that only read it."""
+    return build_report(scaling_db, tmp_path_factory.mktemp("scaling-report") / "r.html")
+
+
+def test_each_efficiency_says_what_it_is_against(scaling_report):
     # 2 -> 4 GPUs, best runs 600 µs and 450 µs steps at the same tokens per step:
     vs_previous = 100 * (600 / 450) / (4 / 2)  # 66.7 %
     vs_baseline = 100 * (1000 / 450) / (4 / 1)  # 55.6 %
-    result = build_report(scaling_db, tmp_path / "r.html")
+    result = scaling_report
     line = next(f for f in result.findings if "from 2 GPUs to 4 GPUs" in f and "vs the previous GPU count" in f)
     assert f"{vs_previous:.0f} % efficiency vs the previous GPU count" in line
     assert f"{vs_baseline:.0f} % vs the 1-GPU baseline" in line
@@ -145,8 +157,8 @@ def test_each_efficiency_says_what_it_is_against(scaling_db, tmp_path):
     assert "1 GPUs" not in result.path.read_text() and not any("1 GPUs" in h for h in result.headline)
 
 
-def test_no_chart_averages_layouts_at_a_gpu_count(scaling_db, tmp_path):
-    result = build_report(scaling_db, tmp_path / "r.html")
+def test_no_chart_averages_layouts_at_a_gpu_count(scaling_report):
+    result = scaling_report
     specs = _specs(result.path.read_text())
     for key in ("exposed_comm", "comm_vs_compute", "collectives"):
         at4 = {v["run_id"] for v in spec_values(specs[key]) if v.get("world_size") == 4}

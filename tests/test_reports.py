@@ -43,6 +43,12 @@ def sweep_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def sweep_report(sweep_db, tmp_path_factory):
+    """build_report(sweep_db) with the defaults, built once for the tests that only read it."""
+    return build_report(sweep_db, tmp_path_factory.mktemp("sweep-report") / "r.html")
+
+
+@pytest.fixture(scope="module")
 def report_data_(sweep_db):
     with connect(sweep_db) as db:
         return report_data.load(db)
@@ -58,8 +64,8 @@ def test_every_builder_gives_valid_vega_lite_that_survives_json(spec, report_dat
     assert json.loads(json.dumps(d)) == d
 
 
-def test_html_is_self_contained(sweep_db, tmp_path):
-    result = build_report(sweep_db, tmp_path / "r.html")
+def test_html_is_self_contained(sweep_report):
+    result = sweep_report
     text = result.path.read_text()
     assert len(result.charts) == len(chart_defs.CHARTS)  # every chart has data in this sweep
     assert not re.search(r"""<script[^>]+src\s*=|<link[^>]+href\s*=\s*["']?(https?:)?//""", text, re.I)
@@ -113,15 +119,15 @@ def _browser(html, tmp_path, *extra):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make setup installs Debian's chromium as root)")
 @pytest.mark.parametrize("which", ["sweep", "evil"])
-def test_report_renders_in_headless_chromium(which, sweep_db, tmp_path):
+def test_report_renders_in_headless_chromium(which, sweep_report, tmp_path):
     if which == "sweep":
-        db = sweep_db
+        result = sweep_report
     else:
         write_run(tmp_path, SynthRun("e", ranks=2, steps=1, workload="x" + EVIL, kernel_prefix=EVIL,
                                      pg_prefix=EVIL))
         db = tmp_path / "t.duckdb"
         ingest([tmp_path], db=db, workers=1)
-    result = build_report(db, tmp_path / "r.html")
+        result = build_report(db, tmp_path / "r.html")
     shot = tmp_path / "report.png"
     _browser(result.path, tmp_path, f"--screenshot={shot}", "--window-size=1300,5000")
     dom_run = _browser(result.path, tmp_path, "--dump-dom")
