@@ -103,11 +103,23 @@ class LocalCluster:
         """SIGKILL the processes of the ``index``-th added node (1-based); returns how many."""
         return kill_tree(processes(f"--node_manager_port={self.node_ports[index - 1]}"))
 
-    def _start(self, *args: str) -> None:
+    def _start(self, *args: str, tries: int = 3) -> None:
+        """``ray start``; again where it fails (Ray gives a node 30 s, fixed, to register: a loaded
+        machine can miss that), after killing what the failed start left; the last failure raises
+        with Ray's own message."""
         ray_cli = Path(sys.executable).with_name("ray")
-        subprocess.run([str(ray_cli), "start", *args, "--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}",
-                        f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}"],
-                       check=True, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+        cmd = [str(ray_cli), "start", *args, "--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}",
+               f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
+        for attempt in range(1, tries + 1):
+            before = {p.pid for p in processes(str(self.temp))}
+            done = subprocess.run(cmd, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, timeout=180)
+            if done.returncode == 0:
+                return
+            kill_tree([p for p in processes(str(self.temp)) if p.pid not in before])
+            if attempt == tries:
+                raise RuntimeError(f"ray start {' '.join(args)} failed {tries} times; the last said:\n"
+                                   + done.stderr[-3000:])
 
     def __exit__(self, *exc) -> None:
         ray = sys.modules.get("ray")
