@@ -190,7 +190,10 @@ def extract(doc, classifier: Classifier, keep_python: bool = False,
     kept, which bounds memory.  Device categories are ``classifier.device_categories``: the
     vocabulary's and those its rules name."""
     try:
-        return build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
+        extracted = build(read(doc, classifier, keep_python, gpu_trace), classifier, fractional)
+        if limits.over_budget():
+            raise MemoryError
+        return extracted
     except MemoryError:
         _over_budget()
         raise
@@ -231,7 +234,10 @@ def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool
             check_utf8_text(data)
         if limits.over_budget():  # the scanner stopped at the cap (std::bad_alloc): the reference would too
             raise MemoryError
-        return decode(data)
+        doc = decode(data)
+        if limits.over_budget():  # msgspec holds the GIL: the peak is known afterwards
+            raise MemoryError
+        return doc
     except MemoryError:
         _over_budget()
         raise

@@ -356,9 +356,24 @@ def parse_budget(json_bytes: int) -> None:
     Does nothing outside a watched worker."""
     if _Watch.thread is None:
         return
+    import resource
+
     parse_done()
     _Watch.json_bytes = json_bytes
-    _Watch.cap = _resident_and_data()[0] + PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE * json_bytes
+    try:  # the peak resident size (VmHWM) from now on: what a phase holding the GIL reached
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+    resident, data = _resident_and_data()
+    _Watch.cap = resident + PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE * json_bytes
+    # a backstop while the watcher cannot run (a C call that holds the GIL): mapped memory may grow by
+    # the cap's growth and the address space simdjson reserves (~6 × the JSON, mostly never touched)
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    backstop = data + PARSE_HEADROOM + (PARSE_BYTES_PER_JSON_BYTE + 6) * json_bytes
+    if hard == resource.RLIM_INFINITY or backstop < hard:
+        _Watch.tripped = None  # the limit is changed: parse_done restores it
+        resource.setrlimit(resource.RLIMIT_DATA, (backstop, hard))
 
 
 def parse_done() -> None:
@@ -367,7 +382,7 @@ def parse_done() -> None:
         return
     with _Watch.lock:
         _Watch.cap = None
-        if _Watch.tripped:
+        if _Watch.tripped is not False:
             import resource
 
             _Watch.tripped = False
@@ -376,10 +391,24 @@ def parse_done() -> None:
 
 def over_budget() -> str | None:
     """Why the current parse failed, when it went past its cap (its MemoryError is the cap's)."""
-    if not _Watch.tripped:
+    if _Watch.thread is None or _Watch.cap is None:
+        return None
+    if not _Watch.tripped and _peak_resident() <= _Watch.cap:
         return None
     return (f"parsing it needs more memory than a parse may take ({size_text(PARSE_HEADROOM)} + "
             f"{PARSE_BYTES_PER_JSON_BYTE} × its {size_text(_Watch.json_bytes)} of JSON)")
+
+
+def _peak_resident() -> int:
+    """The peak resident size (VmHWM) since parse_budget reset it; 0 where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _watch() -> None:
