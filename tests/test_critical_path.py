@@ -387,3 +387,31 @@ def test_the_report_chart_draws_the_path_by_kind_per_gpu_count(tmp_path):
     assert parts["label"].unique(maintain_order=True).to_list() == ["cp · 2 GPUs", "cp · 4 GPUs"]
     rows = spec_values(build_critical_path(parts).to_dict())
     assert {(r["label"], r["kind"]) for r in rows} == set(zip(parts["label"], parts["kind"]))
+
+
+def test_every_shared_run_has_a_path_as_long_as_its_slowest_step(shared_db):
+    path, summary = query(shared_db, "critical_path"), query(shared_db, "critical_path_summary")
+    assert summary.height > 0
+    assert (summary["path_ns"] == summary["step_ns"]).all()
+    sums = path.group_by("run_id", "step").agg(pl.col("dur_ns").sum(), pl.col("seq").max(), pl.len())
+    joined = summary.join(sums, on=["run_id", "step"])
+    assert joined.height == summary.height and (joined["dur_ns"] == joined["path_ns"]).all()
+    assert (joined["seq"] + 1 == joined["len"]).all() and (path["dur_ns"] > 0).all()
+
+
+def test_compute_on_the_path_agrees_with_hta_on_a_real_trace(tmp_path, monkeypatch, shared_db):
+    """hta-ns-resolution's first step is GPU-bound: the kernels and copies on the path agree with
+    HTA's gpu_compute_bound within 1.5 % (HTA rounds this trace's ns timestamps to whole µs, start
+    up and end down, so each of the ~1,000 events on its path is up to 1 µs shorter: 1.0 % here);
+    the gaps between kernels (launch delay here, HTA's launch and kernel-kernel overhead) within
+    5 %.  HTA's path is shorter than the step by the host time between top-level ops (its
+    zero-weight edges), which scaletrace's path keeps."""
+    run = tmp_path / "ns"
+    run.mkdir()
+    (run / "rank0.json.gz").write_bytes((SHARED_TRACES / "hta-ns-resolution" / "rank0.json.gz").read_bytes())
+    hta = _hta_breakdown(run, monkeypatch)
+    row = query(shared_db, "critical_path_summary", run_id="hta-ns-resolution").row(0, named=True)
+    assert row["compute_kernel_ns"] + row["memory_ns"] == pytest.approx(hta["gpu_compute_bound"], rel=0.015)
+    hta_gaps = hta.get("gpu_kernel_launch_overhead", 0) + hta.get("gpu_kernel_kernel_overhead", 0)
+    assert row["launch_delay_ns"] == pytest.approx(hta_gaps, rel=0.05)
+    assert sum(hta.values()) < row["path_ns"] == row["step_ns"]
