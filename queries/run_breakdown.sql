@@ -3,8 +3,9 @@
 -- grain: one row per run (runs whose traces hold device activity)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct:
--- run_summary's shares (each part ÷ the rank's whole traced span, averaged
--- over ranks; they sum to 100), the same figures, read from run_metrics.
+-- run_summary's shares (each part ÷ the rank's window of its profiled steps,
+-- gaps between steps included, or its whole trace without steps, averaged over
+-- ranks; they sum to 100), the same figures, read from run_metrics.
 -- compute_of_step_ns, exposed_comm_of_step_ns, exposed_memory_of_step_ns,
 -- other_of_step_ns = the part inside one ProfilerStep window, averaged over
 -- ranks and profiled steps (the basis of every ms-per-step figure: the same
@@ -12,8 +13,8 @@
 -- step_time_ns − their sum (the rest of the step, when the device did nothing;
 -- at least 0), so the five sum to the step time.  A run without ProfilerSteps:
 -- each share × step_time_ns (NULL without a step time).  overlapped_comm_pct =
--- |U(compute) ∩ U(comm)| ÷ span, averaged over ranks (comm hidden under
--- compute; not part of the five shares).  *_per_step_ns = |U(compute)|,
+-- |U(compute) ∩ U(comm)| ÷ the same window, averaged over ranks (comm hidden
+-- under compute; not part of the five shares).  *_per_step_ns = |U(compute)|,
 -- |U(comm)|, |U(comm) \ U(compute)| inside one ProfilerStep window, averaged
 -- over ranks and profiled steps (NULL when the traces have no ProfilerStep).
 -- Units: *_ns nanoseconds, *_pct percent (0–100).
@@ -24,7 +25,7 @@ WITH m AS (
 ),
 whole AS (
     SELECT run_id, count(*) AS num_ranks, avg(100.0 * overlap_ns / span_ns) AS overlapped_comm_pct
-    FROM window_breakdown(false, $run_id) WHERE span_ns > 0 GROUP BY run_id
+    FROM steps_breakdown($run_id) GROUP BY run_id
 ),
 per_step AS (
     SELECT run_id, count(DISTINCT step) AS num_steps,

@@ -31,10 +31,14 @@
 -- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
 -- (samples are taken during the profiled window).  compute_pct /
 -- exposed_comm_pct / exposed_memory_pct / other_pct / idle_pct = the part ÷
--- the rank's span (its whole traced window, rank_breakdown), averaged over
--- the ranks: exposed_comm_pct is "exposed comm % of step", the
--- one figure the report's table, findings and charts call exposed
--- communication.  The five sum to 100.  null_reasons says why each NULL
+-- the rank's window of its profiled steps (from the first device event its
+-- ProfilerSteps launched to the last one's end: the gaps between steps are
+-- idle, device work outside the profiled steps is left out; the whole trace,
+-- rank_breakdown, where it has no ProfilerStep), averaged over the ranks:
+-- idle_pct is the idle of the report's idle chart (idle_breakdown's gaps
+-- inside and between the steps) and of explain, exposed_comm_pct is "exposed
+-- comm % of step", the one figure the report's table, findings and charts call
+-- exposed communication.  The five sum to 100.  null_reasons says why each NULL
 -- column is NULL.
 -- The sanity checks (an impossible result is a warning next to the
 -- number).  model_flops_per_step = flops_per_token × tokens_per_step (the whole
@@ -43,8 +47,9 @@
 -- over traced ranks, median over steps) × world_size; model_to_recorded_flops_ratio
 -- = their ratio (1 when flops_per_token was inferred from the shapes);
 -- kernel_efficiency_pct_of_peak = compute_efficiency's FLOPs-weighted % of peak of
--- those ops' kernels.  traced_window_per_step_ns = the rank's device span over its
--- whole trace, averaged over ranks, ÷ the profiled steps;
+-- those ops' kernels.  traced_window_per_step_ns = that window of the profiled
+-- steps ÷ the steps that launched device work, averaged over ranks (device work
+-- outside the profiled steps does not count);
 -- step_time_to_traced_window_ratio = step_time_ns ÷ that.  warnings (NULL: none),
 -- '; '-separated: MFU above 100 %; MFU above kernel_efficiency_pct_of_peak (the
 -- kernels cannot run slower than the step that holds them: the model counts more

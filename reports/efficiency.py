@@ -8,7 +8,10 @@ Numbers come from the queries ``idle_breakdown``, ``compute_efficiency`` and ``o
 
 - idle per step: each of idle_breakdown's parts (ns) averaged over the run's rows, one per
   rank × profiled step (a rank without ProfilerStep annotations: one row, its whole trace), i.e.
-  "ms per step, mean over ranks and steps"; the three parts sum to the idle time.
+  "ms per step, mean over ranks and steps"; the three parts sum to the idle time.  A step's row
+  counts the gap between the previous step's device work and its own, so this is the idle of
+  run_summary's idle_pct (the profiled steps' device window, gaps between steps included) in ms per
+  step, wherever one step's device work ends before the next one's begins.
 - per op family: op_efficiency's rows of one family (pass × dtype) combined as compute_efficiency
   combines families: % of peak weighted by FLOPs, TFLOP/s = Σ FLOPs ÷ Σ GPU time.
 """

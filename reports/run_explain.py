@@ -3,11 +3,13 @@ section say about one run, sweep or no sweep (a single trace from someone else's
 
 Per run, in this order, each sentence built from values and left out when its values are missing:
 
-- ``step``: ranks traced, profiled steps, step time, and the traced span's five shares
-  (run_summary: each part ÷ the rank's span, mean over ranks);
+- ``step``: ranks traced, profiled steps, step time, and the five shares of the profiled steps'
+  device window (run_summary: each part ÷ the rank's window, gaps between steps included, mean
+  over ranks; the whole traced span of a trace without steps);
 - ``sliver``: the device was busy a sliver of the step (run_device_share, reports/device_share.py);
 - ``idle``: idle time per profiled step and what it waited for (idle_breakdown: the parts summed
-  over the run's rank × step rows, as shares of their idle time);
+  over the run's rank × step rows, gaps between steps included, as shares of their idle time: the
+  idle of run_summary's idle_pct);
 - ``communication``: exposed communication % of step (run_summary) and the process groups and
   collectives behind it (run_exposed_comm_by_group);
 - ``straggler``: the rank that arrived last most often and the share of communication spent
@@ -101,7 +103,7 @@ def run_sentences(t: RunTables) -> pl.DataFrame:
         device = got["share"].row(0, named=True) if not got["share"].is_empty() else {}
         said = [("step", step_sentence(s)),
                 ("sliver", _sentence(sliver_words(device, s["ranks_traced"]), ", not the step")),
-                ("idle", idle_sentence(got["idle"], device.get("cpu_only"), s.get("idle_pct"))),
+                ("idle", idle_sentence(got["idle"], device.get("cpu_only"))),
                 ("communication", comm_sentence(s, got["groups"])),
                 ("straggler", straggler_sentence(s, got["wait"])),
                 ("compute", compute_sentence(got["eff"], got["ops"])),
@@ -133,7 +135,9 @@ def step_sentence(s: dict) -> str:
     parts = [f"{share(s[f'{p}_pct'])} {words}" for p, words in STEP_PARTS.items()
              if present(s.get(f"{p}_pct")) and s[f"{p}_pct"] > 0]
     if parts:
-        clauses.append(f"the traced span is {listing(parts)} (mean over ranks)")
+        window = ("the profiled steps' device window" if present(s.get("traced_window_per_step_ns"))
+                  else "the traced span")
+        clauses.append(f"{window} is {listing(parts)} (mean over ranks)")
     return _sentence("; ".join(clauses))
 
 
@@ -143,9 +147,10 @@ def _lanes(cpu_only, ranks: int) -> str:
 
 def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str | None:
     """'The GPUs sat idle 7.68 ms per profiled step (mean over ranks and steps): 98 % of it waiting for
-    the host to launch work (CPU-bound), 1.3 % waiting on a dependency (...)'; 'never idle' for zero
-    (``span_idle_pct``: run_summary's idle_pct, idle of the whole traced span, said when it lies
-    outside the profiled steps)."""
+    the host to launch work (CPU-bound), 1.3 % waiting on a dependency (...)'; 'never idle' for zero.
+    The idle is run_summary's idle_pct in ms per step: the gaps inside each step's device window and
+    the gap before it, from the previous step's device work (idle_breakdown).  ``span_idle_pct`` is
+    accepted for older callers and not used: no idle of the steps lies outside these rows."""
     if idle.is_empty():
         return None
     lanes = _lanes(cpu_only, idle["rank"].n_unique())
@@ -157,10 +162,8 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
     if not duration(idle["idle_ns"].mean()):
         return None
     if not total:
-        outside = (f" (the {share(span_idle_pct)} idle of the traced span lies outside them)"
-                   if stepped and present(span_idle_pct) and span_idle_pct > 0 else "")
         return _sentence(f"{lanes} {'were' if lanes != 'the GPU' else 'was'} never idle "
-                         f"{'within a profiled step' + outside if stepped else 'in the traced window'}")
+                         f"{'in the profiled steps' if stepped else 'in the traced window'}")
     words = dict(IDLE_WORDS, host_wait_ns=CPU_HOST_WORDS) if cpu_only else IDLE_WORDS
     parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0 and share(100 * idle[c].sum() / total)),
                    key=lambda p: -p[0])

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from conftest import query, shaped_run
+from conftest import SMALL_US, query, shaped_run
 from scaletrace.cli import main
 from scaletrace.pipeline import ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -67,7 +67,8 @@ def test_explain_errors_are_one_line(ex_db, tmp_path):
     # one GPU count is no sweep step, but the run is still described on its own (tests/test_run_explain.py)
     result = CliRunner().invoke(main, ["explain", "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("solo:\n  Both ranks traced") and "GPU-time per token" not in result.output
+    # (the sweep-level sentences may come first: its idle, the gaps between steps, is host wait)
+    assert "solo:\n  Both ranks traced" in result.output and "GPU-time per token" not in result.output
 
 
 def test_diff_lists_families_largest_change_first(ex_db):
@@ -125,24 +126,37 @@ def shaped_db(tmp_path_factory):
     return db
 
 
+def between_us(spec: dict) -> int:
+    """The gap from a step's last kernel to the next step's GEMM (launched only when the next step
+    starts, after the gap began: host wait): the step less its GEMM, two gaps and two small kernels."""
+    return spec["step_us"] - (spec["gemm_us"] + spec["host_gap_us"] + spec["dep_gap_us"] + 2 * SMALL_US)
+
+
 def test_idle_and_compute_sentences_carry_the_derived_numbers(shaped_db):
-    # the query rows first: each rank-step's idle is the two gaps, split by when the next kernel was launched
+    # the query rows first: each rank-step's idle is the two gaps, split by when the next kernel was
+    # launched, and from the second step on the gap since the previous step's last kernel (host wait)
     for r in query(shaped_db, "idle_breakdown").iter_rows(named=True):
         spec = SHAPED[r["run_id"]]
+        between = between_us(spec) if r["step"] == 2 else 0
+        assert r["between_steps_ns"] == between * 1000
         assert (r["host_wait_ns"], r["dependency_wait_ns"], r["other_idle_ns"]) == (
-            spec["host_gap_us"] * 1000, spec["dep_gap_us"] * 1000, 0)
+            (spec["host_gap_us"] + between) * 1000, spec["dep_gap_us"] * 1000, 0)
     gemm = {r["run_id"]: r for r in query(shaped_db, "op_efficiency").iter_rows(named=True)}
     pct = {run: _gemm_pct(*spec["mnk"], spec["gemm_us"]) for run, spec in SHAPED.items()}
     for run in SHAPED:
         assert gemm[run]["achieved_pct_of_peak"] == pytest.approx(pct[run])
     result = CliRunner().invoke(main, ["explain", "--db", str(shaped_db)])
     assert result.exit_code == 0, result.output
-    # host share of idle: 40 ÷ (40 + 20) at 1 GPU, 60 ÷ (60 + 20) at 2; per step 40 of 60 µs, 60 of 80 µs
-    host = {run: 100 * s["host_gap_us"] / (s["host_gap_us"] + s["dep_gap_us"]) for run, s in SHAPED.items()}
+    # per step (mean of the two): host 40 + 740 ÷ 2 = 410 of 60 + 370 = 430 µs at 1 GPU (95 %),
+    # 60 + 480 ÷ 2 = 300 of 80 + 240 = 320 µs at 2 GPUs (94 %)
+    host_us = {run: s["host_gap_us"] + between_us(s) / 2 for run, s in SHAPED.items()}
+    idle_us = {run: s["host_gap_us"] + s["dep_gap_us"] + between_us(s) / 2 for run, s in SHAPED.items()}
+    assert (host_us, idle_us) == ({"s-1": 410, "s-2": 300}, {"s-1": 430, "s-2": 320})
+    host = {run: 100 * host_us[run] / idle_us[run] for run in SHAPED}
     idle_line = next(line for line in result.output.splitlines() if "waiting for the host" in line)
     assert idle_line == (f"shaped: waiting for the host to launch work (CPU-bound) is {host['s-1']:.0f} % of the "
-                         f"idle time at 1 GPU (40 µs of 60 µs idle per step), {host['s-2']:.0f} % at 2 GPUs "
-                         "(60 µs of 80 µs idle per step); means over ranks and profiled steps.")
+                         f"idle time at 1 GPU (410 µs of 430 µs idle per step), {host['s-2']:.0f} % at 2 GPUs "
+                         "(300 µs of 320 µs idle per step); means over ranks and profiled steps.")
     # one family: no FLOPs-weighted total beside it; GFLOP per GEMM op 2·4096³ → 2·2048·4096²
     gflop = {run: 2 * s["mnk"][0] * s["mnk"][1] * s["mnk"][2] / 1e9 for run, s in SHAPED.items()}
     assert (f"shaped: GEMM efficiency falls from {pct['s-1']:.0f} % to {pct['s-2']:.0f} % of peak from 1 GPU to "
@@ -154,8 +168,9 @@ def test_idle_sentence_needs_host_bound_idle(tmp_path):
     # host wait 5 of 5 + 20 µs idle = 20 % < HOST_BOUND_PCT: not called host-bound; 25 % is
     from scaletrace.reports.efficiency import HOST_BOUND_PCT, best_runs, idle_per_step, idle_sentences
 
-    shaped_run(tmp_path, "d-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=20, workload="dep")
-    shaped_run(tmp_path, "h-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=15, workload="host")
+    # one step each: no gap between steps (host wait of its own) in the share
+    shaped_run(tmp_path, "d-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=20, workload="dep", steps=1)
+    shaped_run(tmp_path, "h-1", 1, (256, 256, 256), gemm_us=5, host_gap_us=5, dep_gap_us=15, workload="host", steps=1)
     assert 100 * 5 / 25 < HOST_BOUND_PCT <= 100 * 5 / 20
     db = tmp_path / "t.duckdb"
     assert not ingest([tmp_path], db=db, workers=1).errors
@@ -176,10 +191,14 @@ def test_report_draws_idle_and_compute_efficiency(shaped_db, tmp_path):
 
     with connect(shaped_db) as db:
         data = report_data.load(db)
-    # ms per step, mean over ranks and steps: the two gaps
+    # ms per step, mean over ranks and steps: the two gaps and half the gap between the two steps,
+    # the runs table's idle % of the steps' device window (from the first GEMM to the last kernel)
     idle = {r["run_id"]: r for r in data.idle_parts.iter_rows(named=True)}
+    runs = {r["run_id"]: r for r in data.runs.iter_rows(named=True)}
     for run, s in SHAPED.items():
-        assert idle[run]["idle_ns"] == (s["host_gap_us"] + s["dep_gap_us"]) * 1000
+        assert idle[run]["idle_ns"] == (s["host_gap_us"] + s["dep_gap_us"] + between_us(s) / 2) * 1000
+        window_us = s["step_us"] + s["gemm_us"] + s["host_gap_us"] + s["dep_gap_us"] + 2 * SMALL_US
+        assert runs[run]["idle_pct"] == pytest.approx(100 * 2 * idle[run]["idle_ns"] / 1000 / window_us)
     eff = data.compute_parts.filter(pl.col("series") == "GEMM")
     assert eff["pct_of_peak"].to_list() == pytest.approx([_gemm_pct(*s["mnk"], s["gemm_us"]) for s in SHAPED.values()])
     for key in ("idle_breakdown", "compute_efficiency"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import cpu, kernel, query, shared_runs, write_trace
-from scaletrace.pipeline import ingest
+from scaletrace.pipeline import connect, ingest
 
 US = 1000  # ns per µs
 PARTS = ("host_wait_ns", "dependency_wait_ns", "other_idle_ns")
@@ -78,7 +78,20 @@ def test_parts_sum_to_the_idle_of_the_ingest_unions(run_id, shared_db):
     steps = {(r["rank"], r["step"]): r["idle_ns"] for r in query(shared_db, "rank_step_breakdown", run_id=run_id)
              .iter_rows(named=True)}
     whole = {r["rank"]: r["idle_ns"] for r in query(shared_db, "rank_breakdown", run_id=run_id).iter_rows(named=True)}
+    # the gap before each step: from the end of the rank's earlier steps' device work to the step's
+    # first device event, from the device events themselves
+    with connect(shared_db) as db:
+        bounds = db.sql("SELECT t.rank, d.step, min(d.ts_ns) AS first_ns, max(d.ts_ns + d.dur_ns) AS last_ns "
+                        "FROM device_events d JOIN traces t USING (trace_id) WHERE t.run_id = $run AND d.step IS NOT NULL "
+                        "GROUP BY t.rank, d.step ORDER BY t.rank, d.step", {"run": run_id}).to_dicts()
+    gap, ends = {}, {}
+    for b in bounds:
+        earlier = ends.get(b["rank"])
+        gap[(b["rank"], b["step"])] = max(0, b["first_ns"] - earlier) if earlier is not None else 0
+        ends[b["rank"]] = b["last_ns"] if earlier is None else max(earlier, b["last_ns"])
     for r in rows:
         assert all(r[c] >= 0 for c in PARTS), r
-        expected = whole[r["rank"]] if r["step"] is None else steps[(r["rank"], r["step"])]
-        assert sum(r[c] for c in PARTS) == expected, r
+        between = 0 if r["step"] is None else gap[(r["rank"], r["step"])]
+        assert r["between_steps_ns"] == between, r
+        expected = whole[r["rank"]] if r["step"] is None else steps[(r["rank"], r["step"])] + between
+        assert sum(r[c] for c in PARTS) == expected == r["idle_ns"], r

@@ -112,17 +112,40 @@ def read_rank(path) -> dict:
         windows = {None: dev}
     split = Counter()
     idle = []
+    ends = []  # the last device end of each earlier step's window, in step order
+    windows = dict(sorted(windows.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
     for events in windows.values():
         w_span = max(e["end"] for e in events) - min(e["start"] for e in events)
-        idle.append(w_span - _length(_union((e["start"], e["end"]) for e in events)))
+        # the gap between the earlier steps' device work and this step's first event is idle between steps
+        between = max(0, min(e["start"] for e in events) - max(ends)) if ends and steps else 0
+        ends.append(max(e["end"] for e in events))
+        idle.append(w_span - _length(_union((e["start"], e["end"]) for e in events)) + between)
+        if between:  # classified as any gap: by the launch of the events that end it
+            first = min(e["start"] for e in events)
+            launched = [e["launch"] for e in events if e["start"] == first and e["launch"] is not None]
+            split["other" if not launched else "host" if min(launched) > first - between else "dependency"] += between
         for g0, g1, nexts in _gaps(events):
             launched = [e["launch"] for e in nexts if e["launch"] is not None]
             split["other" if not launched else "host" if min(launched) > g0 else "dependency"] += g1 - g0
     span = max(e["end"] for e in dev) - min(e["start"] for e in dev)
     comm = _union((e["start"], e["end"]) for e in dev if e["comm"])
     compute = _union((e["start"], e["end"]) for e in dev if e["kernel"] and not e["comm"])
+    # the window of the run's shares: from the first device event the profiled steps launched to the
+    # last one's end (the busy sum where steps' work overlaps); the whole trace without steps
+    w_busy = [_length(_union((e["start"], e["end"]) for e in w)) for w in windows.values()]
+    w_exposed = [_minus(_union((e["start"], e["end"]) for e in w if e["comm"]),
+                        _union((e["start"], e["end"]) for e in w if e["kernel"] and not e["comm"]))
+                 for w in windows.values()]
+    stepped = [e for w in windows.values() for e in w]
+    if steps and stepped:
+        step_span = max(max(e["end"] for e in stepped) - min(e["start"] for e in stepped), sum(w_busy))
+        step_busy, step_exposed = sum(w_busy), sum(w_exposed)
+    else:
+        step_span, step_busy, step_exposed = span, None, _minus(comm, compute)
     info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
-    return {"span": span, "busy": _length(_union((e["start"], e["end"]) for e in dev)),
+    busy = _length(_union((e["start"], e["end"]) for e in dev))
+    return {"span": span, "busy": busy, "step_span": step_span,
+            "step_busy": busy if step_busy is None else step_busy, "step_exposed": step_exposed,
             "exposed": _minus(comm, compute), "steps": steps, "window_idle": idle, "split": split,
             "window_spans": [max(e["end"] for e in w) - min(e["start"] for e in w) for w in windows.values()],
             "window_busy": [_length(_union((e["start"], e["end"]) for e in w)) for w in windows.values()],
@@ -192,8 +215,8 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
                    for n in sorted({n for r in ranks for n in r["steps"]})]
         step_ns = median(slowest)
         assert f"step time {duration(step_ns)} " in step
-    idle_pct = mean(100 * (r["span"] - r["busy"]) / r["span"] for r in ranks)
-    exposed_pct = mean(100 * r["exposed"] / r["span"] for r in ranks)
+    idle_pct = mean(100 * (r["step_span"] - r["step_busy"]) / r["step_span"] for r in ranks)
+    exposed_pct = mean(100 * r["step_exposed"] / r["step_span"] for r in ranks)
     assert (f"{share(idle_pct)} idle" in step) == (idle_pct > 0), (idle_pct, step)
     assert (f"{share(exposed_pct)} exposed communication" in step) == (exposed_pct > 0), (exposed_pct, step)
 

@@ -2,14 +2,15 @@
 -- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: window_breakdown, device_peaks, compute_dtypes, run_facts
+-- depends: steps_breakdown, device_peaks, compute_dtypes, run_facts
 -- The definitions of every column are in queries/run_summary.sql (which
 -- returns this relation) and the README ("Run level and across runs").  The run's facts
 -- (world size, device, dtype, parallel degrees, tokens and FLOPs per token) and their bases
 -- come from run_facts: run.json, then `ingest --meta`, then what the trace shows.
 -- compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct =
--- each part ÷ the rank's span (its whole traced window), averaged over the
--- ranks with a span; the five sum to 100.
+-- each part ÷ the rank's window of its profiled steps (steps_breakdown; the
+-- whole trace without steps), averaged over the ranks with a window; the five
+-- sum to 100.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
 -- flops FLOP (*_flops_per_step FLOP a step), peak FLOP/s, energy J, *_ratio a ratio.
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
@@ -51,8 +52,9 @@ power AS (
     GROUP BY run_id
 ),
 shares AS (
-    -- "exposed comm % of step" (docs/inputs.md): each part / the rank's span (its
-    -- whole traced window), averaged over the ranks with a span; the five
+    -- "exposed comm % of step" (docs/inputs.md): each part / the rank's window of its profiled
+    -- steps (steps_breakdown: from the first device event the steps launched to the last one's
+    -- end; the whole trace without steps), averaged over the ranks with a window; the five
     -- shares of a rank sum to 100, so their means do too
     SELECT run_id,
            avg(100.0 * compute_ns / span_ns) AS compute_pct,
@@ -60,8 +62,10 @@ shares AS (
            avg(100.0 * exposed_memory_ns / span_ns) AS exposed_memory_pct,
            avg(100.0 * other_ns / span_ns) AS other_pct,
            avg(100.0 * idle_ns / span_ns) AS idle_pct,
-           avg(span_ns) AS span_ns
-    FROM window_breakdown(false, run) WHERE span_ns > 0 GROUP BY run_id
+           avg(span_ns) FILTER (WHERE num_steps > 0) AS span_ns,
+           avg(span_ns / num_steps) FILTER (WHERE num_steps > 0) AS window_ns,
+           round(avg(num_steps) FILTER (WHERE num_steps > 0))::INTEGER AS window_steps
+    FROM steps_breakdown(run) GROUP BY run_id
 ),
 base AS (
     SELECT r.* EXCLUDE (world_size, dp, tp, pp, cp, tokens_per_step, flops_per_token, device_name, dtype),
@@ -75,7 +79,7 @@ base AS (
            f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
-           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
 ),
@@ -117,7 +121,6 @@ m AS (
            b.tokens_per_step / (b.step_time_ns / 1e9) AS tps,
            b.fpt * b.tokens_per_step AS model_flops,
            b.recorded_rank_flops_per_step * b.gpus AS recorded_flops,
-           b.span_ns / b.profiled_steps AS window_ns,
            -- FLOP counts in words for the warnings, SI without e-notation ('9.05 TFLOP')
            [CASE WHEN x >= 1e15 THEN format('{:.2f} PFLOP', x / 1e15) WHEN x >= 1e12 THEN format('{:.2f} TFLOP', x / 1e12)
                  WHEN x >= 1e9 THEN format('{:.2f} GFLOP', x / 1e9) ELSE format('{:.2f} MFLOP', x / 1e6) END
@@ -126,7 +129,7 @@ m AS (
            [CASE WHEN x >= 999.5e9 THEN format('{:,.0f} s', x / 1e9) WHEN x >= 999.5e6 THEN format('{:.3g} s', x / 1e9)
                  WHEN x >= 999.5e3 THEN format('{:.3g} ms', x / 1e6) WHEN x >= 999.5 THEN format('{:.3g} µs', x / 1e3)
                  ELSE format('{:.3g} ns', x) END
-            FOR x IN [b.step_time_ns, b.span_ns, b.span_ns / b.profiled_steps, b.profiled_step_time_ns]] AS ns_words,
+            FOR x IN [b.step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns]] AS ns_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
@@ -186,10 +189,13 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            -- than a step's work per step in steady state, and the step log times the same loop
            CASE WHEN window_ns > 1.5 * step_time_ns
                 THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
-                            'device span of {} is {} a step, {:.2f} × the step time',
-                            ns_words[1], step_time_source, profiled_steps,
-                            CASE WHEN profiled_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
-                            window_ns / step_time_ns) END,
+                            'device span of {} is {} a step, {:.2f} × the step time{}',
+                            ns_words[1], step_time_source, window_steps,
+                            CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
+                            window_ns / step_time_ns,
+                            CASE WHEN profiled_steps > window_steps
+                                 THEN format(' ({} of the {} profiled steps launched no device work)',
+                                             profiled_steps - window_steps, profiled_steps) ELSE '' END) END,
            CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
                 THEN format('step time {} (the collector''s step log, steps outside the profiled window) '
                             'is {:.2f} × the profiled steps'' {} (ProfilerStep median of the slowest rank): '

@@ -2,16 +2,17 @@
 -- description: Per run of a sweep: GPU-time per token and its split into compute, exposed comm (and its waiting), exposed memory, other and idle.
 -- grain: one row per run that has a workload label and a throughput
 -- param: sweep VARCHAR a workload, or NULL for every sweep
--- depends: run_metrics, window_breakdown, collective_waits
+-- depends: run_metrics, steps_breakdown, collective_waits
 -- g = step_time_ns × world_size ÷ tokens_per_step (run_summary's step time):
 -- GPU-nanoseconds one token costs.  Each part X_g = g × X_pct ÷ Σ of the five
 -- run_summary shares (compute_pct, exposed_comm_pct, exposed_memory_pct,
--- other_pct, idle_pct: each part ÷ the rank's whole traced span, mean over
--- ranks), so the five parts sum to g.  wait_pct = per rank, the exposed waiting
--- of its collectives (collective_waits.exposed_wait_ns summed, capped at the
--- rank's union-based exposed_comm_ns because concurrent collectives each
--- count) ÷ the rank's span, averaged over ranks with a span (0 without
--- matched collectives); wait_g = g × wait_pct ÷ the same sum, ≤ exposed_comm_g.
+-- other_pct, idle_pct: each part ÷ the rank's window of its profiled steps,
+-- steps_breakdown, mean over ranks), so the five parts sum to g.  wait_pct =
+-- per rank, the exposed waiting of its collectives in that window (those its
+-- profiled steps launched; every one without steps: collective_waits.exposed_wait_ns
+-- summed, capped at the rank's union-based exposed_comm_ns because concurrent
+-- collectives each count) ÷ the window, averaged over ranks with a window (0
+-- without matched collectives); wait_g = g × wait_pct ÷ the same sum, ≤ exposed_comm_g.
 -- is_best: the highest tokens/s at its GPU count (ties: first run_id);
 -- is_baseline: the fewest GPUs (ties: first run_id); both as `scaling`.
 -- Units: *_g GPU-ns per token; *_pct percent of the span; tokens_per_s tokens per second.
@@ -22,12 +23,14 @@ WITH m AS (
     WHERE workload IS NOT NULL AND tokens_per_s IS NOT NULL AND (sweep IS NULL OR workload = sweep)
 ),
 spans AS (
-    SELECT run_id, rank, span_ns, exposed_comm_ns FROM window_breakdown(false, NULL)
-    WHERE span_ns > 0 AND run_id IN (SELECT run_id FROM m)
+    SELECT trace_id, run_id, rank, num_steps, span_ns, exposed_comm_ns FROM steps_breakdown(NULL)
+    WHERE run_id IN (SELECT run_id FROM m)
 ),
 waits AS (
-    SELECT run_id, rank, sum(exposed_wait_ns) AS exposed_wait_ns FROM collective_waits(NULL)
-    WHERE run_id IN (SELECT run_id FROM m) GROUP BY run_id, rank
+    SELECT w.run_id, w.rank, sum(w.exposed_wait_ns) AS exposed_wait_ns
+    FROM collective_waits(NULL) w JOIN spans s ON s.trace_id = w.trace_id
+    JOIN device_events d ON d.trace_id = w.trace_id AND d.event_id = w.event_id
+    WHERE s.num_steps = 0 OR d.step IS NOT NULL GROUP BY w.run_id, w.rank
 ),
 wait_share AS (
     SELECT s.run_id,
