@@ -2,6 +2,7 @@
 -- description: The critical path of each profiled step: its segments across ranks, CPU threads and GPU streams, in time order.
 -- grain: one row per run × step × segment of the path
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
+-- cpu_only: CPU-only traces have no launches or device events to follow, so no critical path
 -- The longest path through the step's dependency graph (critical_path_graph:
 -- thread order, launches, stream order, collectives across ranks), from the
 -- end of the slowest rank's step (critical_path_steps) back to its start.

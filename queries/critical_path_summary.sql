@@ -2,6 +2,7 @@
 -- description: Per profiled step, the critical path's length, its time by kind and by rank, the op that cost most, and how much exposed communication blocks.
 -- grain: one row per run × step (GPU traces with ProfilerStep annotations)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
+-- cpu_only: CPU-only traces have no launches or device events to follow, so no critical path
 -- From critical_path's segments.  path_ns = Σ segment durations; step_ns =
 -- the slowest rank's step time (critical_path_steps, computed apart: the two
 -- are equal).  <kind>_ns = the path's time in each kind (critical_path lists
