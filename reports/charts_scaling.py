@@ -162,12 +162,16 @@ def build_comm_vs_compute(best_breakdown: pl.DataFrame) -> alt.FacetChart:
     long = with_label(long, "ns", ns_per=1)  # '2.34 ms', '1.2 s'  (chartkit.si_time)
     order = list(COMM_COMPUTE.values())
     line = alt.Chart().mark_line(point=True).encode(
-        x=gpus_axis(long), y=alt.Y("ms:Q", title="ms per step (mean over ranks and steps)"),
+        x=gpus_axis(long), y=alt.Y("ms:Q", title="ms per step (mean over ranks and steps)", scale=alt.Scale(padding=16)),
         color=alt.Color("time:N", title="time", sort=order, legend=alt.Legend(symbolType="stroke")),
         strokeDash=alt.StrokeDash("time:N", legend=None,
                                   scale=alt.Scale(domain=order, range=[[1, 0], [1, 0], [5, 3]])),
         tooltip=["run_id:N", "time:N", alt.Tooltip("ms:Q", format=".2f")])
-    return alt.layer(line, point_labels(line, "si_label", None), data=data(long)).properties(
+    # labels: compute above its points, communication below (exposed: in the tooltip, often equal to it),
+    # so no two labels share a place
+    above = point_labels(line, "si_label", None).transform_filter(alt.datum.time == "compute")
+    below = point_labels(line, "si_label", None, dy=12).transform_filter(alt.datum.time == "communication")
+    return alt.layer(line, above, below, data=data(long)).properties(
         width=WIDTH, height=HEIGHT).facet(column=alt.Column("sweep:N", title=SWEEP)).resolve_scale(
         x="independent", y="independent").properties(
         title="Communication vs compute time per step (best run per GPU count; dashed: exposed communication)")

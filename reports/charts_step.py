@@ -132,7 +132,7 @@ def build_rank_wait(rank_wait: pl.DataFrame) -> alt.FacetChart:
                         part=pl.col("part").replace_strict({"exposed_transfer_ns": "transfer",
                                                             "exposed_wait_ns": "waiting for a slow peer"})))
     return alt.Chart(data(df)).mark_bar().encode(
-        x=alt.X("rank:O", title="rank"), y=alt.Y("sum(ms):Q", title="exposed comm (ms per step)"),
+        x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0)), y=alt.Y("sum(ms):Q", title="exposed comm (ms per step)"),
         color=alt.Color("part:N", title="exposed comm"), detail="straggler:N",
         stroke=alt.condition("datum.straggler", alt.value("black"), alt.value(None)),
         strokeWidth=alt.condition("datum.straggler", alt.value(2), alt.value(0)),
