@@ -359,6 +359,9 @@ def ingest(
 # BATCH_BYTES of tables (a larger file is a batch of its own), and committed as soon as the
 # next parse is not done within BATCH_MIN_S of the batch's start: the writer never waits long
 # holding an open transaction, and a file's line comes at most that much later.
+# The first batch is BATCH_FIRST files, each next one twice the last, up to BATCH_FILES: the first
+# lines come at once, and a kill early in an ingest costs little.
+BATCH_FIRST = 1
 BATCH_FILES = 32
 BATCH_BYTES = 64 << 20
 BATCH_MIN_S = 1.0
@@ -375,6 +378,7 @@ class Batch:
     def __init__(self, con, on_stored: Callable[[Outcome], None], on_deferred: Callable):
         self.con, self.on_stored, self.on_deferred = con, on_stored, on_deferred
         self.written_runs: set[str] = set()  # runs rows committed by this ingest (8 ms an upsert)
+        self.most = BATCH_FIRST  # files in this batch at most
         self._reset()
 
     def _reset(self) -> None:
@@ -385,7 +389,7 @@ class Batch:
         self.opened: float | None = None
 
     def full(self) -> bool:
-        return len(self.items) >= BATCH_FILES or self.nbytes >= BATCH_BYTES
+        return len(self.items) >= self.most or self.nbytes >= BATCH_BYTES
 
     def add(self, item, pending, moving: dict[str, int] | None = None) -> None:
         """Write one parsed file into the open transaction (one is begun if none is)."""
@@ -448,6 +452,7 @@ class Batch:
             self._one_by_one(items)
             return
         self.written_runs |= self.runs
+        self.most = min(BATCH_FILES, 2 * self.most)
         self._reset()
         for _, _, _, outcome in items:
             self.on_stored(outcome)

@@ -31,7 +31,8 @@ DRIVER = r"""
 import os, signal, sys, importlib
 ing = importlib.import_module("scaletrace.pipeline.ingest")
 from scaletrace.pipeline import store
-ing.BATCH_FILES, ing.BATCH_MIN_S = int(sys.argv[3]), 3600.0
+ing.BATCH_FIRST = ing.BATCH_FILES = int(sys.argv[3])
+ing.BATCH_MIN_S = 3600.0
 where, calls = sys.argv[2], {"put_trace": 0, "append_rows": 0}
 
 def killing(name, real, after):
@@ -120,6 +121,7 @@ def test_a_failed_batch_is_written_file_by_file(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "append_rows", refusing)
     monkeypatch.setattr(ing, "BATCH_MIN_S", 3600.0)
     monkeypatch.setattr(ing, "BATCH_FILES", PER_BATCH)
+    monkeypatch.setattr(ing, "BATCH_FIRST", PER_BATCH)
     db = tmp_path / "t.duckdb"
     report = ingest(runs, db=db, workers=1)
     assert max(sizes) == PER_BATCH  # the files were written in batches
