@@ -193,16 +193,23 @@ def _verdict(sweep: str, group: pl.DataFrame, attribution: pl.DataFrame) -> Verd
     if not att.is_empty():
         a = att.row(0, named=True)
         lost = a["efficiency_lost_pts"]
-        verdict.lost_pts = lost
         named = a["baseline_run"] if stop["baseline_run"] else "not selected"
-        ends = (f"efficiency vs the {a['baseline_gpus']}-GPU baseline ({named}) went from "
-                f"{share(a['from_scaling_efficiency_pct'])} to {share(a['to_scaling_efficiency_pct'])}")
-        if present(lost) and lost > 0:
-            part = max(STEP_PARTS, key=lambda p: a[f"{p}_lost_pts"] or 0)
-            verdict.part, verdict.part_pts = part, a[f"{part}_lost_pts"]
-            sentence += (f"; {ends}, {lost:.1f} points lost, {verdict.part_pts:.1f} of them to "
-                         f"{STEP_PARTS[part]} (query scaling_attribution)")
-        else:
+        start, end = share(a["from_scaling_efficiency_pct"]), share(a["to_scaling_efficiency_pct"])
+        against = f"efficiency vs the {a['baseline_gpus']}-GPU baseline ({named})"
+        # a clause only for what the numbers show: no equal ends, no 0.0 points, no missing part
+        ends = ("" if not (start and end) else f"{against} stayed at {start}" if start == end
+                else f"{against} went from {start} to {end}")
+        if present(lost) and f"{lost:.1f}" not in ("0.0", "-0.0") and lost > 0:
+            verdict.lost_pts = lost
+            parts = {p: a[f"{p}_lost_pts"] for p in STEP_PARTS
+                     if present(a[f"{p}_lost_pts"]) and abs(a[f"{p}_lost_pts"]) != float("inf")}
+            part = max(parts, key=parts.get) if parts else None
+            lost_words = f"{lost:.1f} points lost"
+            if part is not None and f"{parts[part]:.1f}" not in ("0.0", "-0.0") and parts[part] > 0:
+                verdict.part, verdict.part_pts = part, parts[part]
+                lost_words += f", {parts[part]:.1f} of them to {STEP_PARTS[part]} (query scaling_attribution)"
+            sentence += "; " + ", ".join(x for x in (ends, lost_words) if x)
+        elif ends:
             sentence += f"; {ends}"
     verdict.sentence = sentence + "."
     return verdict

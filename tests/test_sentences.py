@@ -247,3 +247,104 @@ def test_run_sentences_are_whole(data):
             run_explain.straggler_sentence(summary, waits),
             run_explain.idle_sentence(idle, d(st.sampled_from([None, True])), summary["idle_pct"])]
     check([s for s in said if s is not None])
+
+
+# -- the decision card (reports/card.py) ---------------------------------------------------------
+CARD_PARTS = ("compute", "exposed_comm", "exposed_memory", "other", "idle")
+
+
+@st.composite
+def card_frames(draw):
+    """run_summary, `scaling` and scaling_attribution frames of one or two sweeps (and maybe a run
+    without a workload), built from drawn tokens/s as the queries define them: efficiency vs the
+    sweep's baseline (fewest GPUs) = tokens/s ÷ (baseline tokens/s × N ÷ baseline N); the points lost
+    between the best runs of consecutive GPU counts = the difference of their efficiencies."""
+    tps_values = st.one_of(st.sampled_from([4000.0, 4000.0, 1e-3, 1e12, 0.0]), st.floats(0.001, 1e7))
+    summary, scaling, attribution = [], [], []
+    for sweep in draw(st.lists(st.sampled_from(["demo", "ws", None]), min_size=1, max_size=2, unique=True)):
+        sizes = sorted(draw(st.lists(counts, min_size=1, max_size=4, unique=True)))
+        flat = draw(st.booleans())
+        tps0 = draw(tps_values)
+        rows = []
+        for n in sizes:
+            for layout in draw(st.lists(st.sampled_from(["dp", "tp2"]), min_size=1, max_size=2, unique=True)):
+                tps = tps0 * n if flat else draw(st.one_of(st.just(tps0), tps_values))
+                run = f"{sweep or 'solo'}-{layout}-{n}"
+                rows.append({"run_id": run, "workload": sweep, "world_size": n, "tokens_per_s": tps,
+                             "tokens_per_s_per_gpu": tps / n, "mfu_pct": draw(shares),
+                             "energy_per_token_j": draw(positive), "dp": n // (2 if layout == "tp2" else 1),
+                             "tp": 2 if layout == "tp2" else 1, "pp": 1, "cp": 1,
+                             "warnings": draw(st.sampled_from([None, "MFU 310 % is above 100 %"]))})
+        summary += rows
+        if sweep is None:
+            continue
+        base = min(rows, key=lambda r: (r["world_size"], r["run_id"]))
+        eff = {}
+        for r in rows:
+            ideal = base["tokens_per_s"] * r["world_size"] / base["world_size"]
+            eff[r["run_id"]] = 100 * r["tokens_per_s"] / ideal if ideal else None
+            scaling.append({"run_id": r["run_id"], "sweep": sweep, "world_size": r["world_size"],
+                            "tokens_per_s_per_gpu": r["tokens_per_s_per_gpu"],
+                            "scaling_efficiency_vs_sweep_baseline_pct": eff[r["run_id"]],
+                            "baseline_run": base["run_id"]})
+        best = [max((r for r in rows if r["world_size"] == n), key=lambda r: (r["tokens_per_s"], -ord(r["run_id"][-3])))
+                for n in sizes]
+        for a, b in zip(best, best[1:]):
+            lost = None if eff[a["run_id"]] is None else eff[a["run_id"]] - eff[b["run_id"]]
+            attribution.append({"vs": "previous", "from_run": a["run_id"], "to_run": b["run_id"],
+                                "baseline_run": base["run_id"], "baseline_gpus": base["world_size"],
+                                "from_scaling_efficiency_pct": eff[a["run_id"]],
+                                "to_scaling_efficiency_pct": eff[b["run_id"]], "efficiency_lost_pts": lost,
+                                **{f"{p}_lost_pts": draw(st.one_of(st.just(lost), values)) for p in CARD_PARTS}})
+    summary_df = pl.DataFrame(summary, schema={
+        "run_id": pl.String, "workload": pl.String, "world_size": pl.Int64, "tokens_per_s": pl.Float64,
+        "tokens_per_s_per_gpu": pl.Float64, "mfu_pct": pl.Float64, "energy_per_token_j": pl.Float64,
+        "dp": pl.Int64, "tp": pl.Int64, "pp": pl.Int64, "cp": pl.Int64, "warnings": pl.String})
+    scaling_df = pl.DataFrame(scaling, schema={
+        "run_id": pl.String, "sweep": pl.String, "world_size": pl.Int64, "tokens_per_s_per_gpu": pl.Float64,
+        "scaling_efficiency_vs_sweep_baseline_pct": pl.Float64, "baseline_run": pl.String})
+    attribution_df = pl.DataFrame(attribution, schema={
+        "vs": pl.String, "from_run": pl.String, "to_run": pl.String, "baseline_run": pl.String,
+        "baseline_gpus": pl.Int64, "from_scaling_efficiency_pct": pl.Float64, "to_scaling_efficiency_pct": pl.Float64,
+        "efficiency_lost_pts": pl.Float64, **{f"{p}_lost_pts": pl.Float64 for p in CARD_PARTS}})
+    return summary_df, scaling_df, attribution_df
+
+
+def _expected_stop(summary: pl.DataFrame, sweep: str) -> int | None:
+    """The card's rule by hand: the best (highest tokens/s) run at each GPU count; the first count
+    whose tokens/s per added GPU is below MARGINAL_FLOOR_PCT % of the baseline's tokens/s per GPU."""
+    from scaletrace.reports.card import MARGINAL_FLOOR_PCT
+
+    rows = [r for r in summary.to_dicts() if r["workload"] == sweep]
+    sizes = sorted({r["world_size"] for r in rows})
+    best = {n: max(r["tokens_per_s"] for r in rows if r["world_size"] == n) for n in sizes}
+    base_per_gpu = best[sizes[0]] / sizes[0]
+    for prev, n in zip(sizes, sizes[1:]):
+        if base_per_gpu and 100 * (best[n] - best[prev]) / (n - prev) / base_per_gpu < MARGINAL_FLOOR_PCT:
+            return n
+    return None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(card_frames())
+def test_card_sentences_are_whole_and_stop_where_the_rule_says(frames):
+    from scaletrace.reports.card import NO_SWEEP_WORDS, card_lines, decision_card
+
+    summary, scaling, attribution = frames
+    card = decision_card(summary, scaling, attribution)
+    said = [v.sentence for v in card.verdicts]
+    check(said)
+    lines = card_lines(card)
+    assert all(line and "nan" not in line and "None" not in line for line in lines), lines
+    if summary["workload"].is_null().any():
+        assert NO_SWEEP_WORDS in lines
+    for v in card.verdicts:
+        sizes = summary.filter(pl.col("workload") == v.sweep)["world_size"].unique()
+        if len(sizes) > 1 and summary.filter(pl.col("workload") == v.sweep)["tokens_per_s"].min() > 0:
+            assert v.stops_at == _expected_stop(summary, v.sweep), (v, summary)
+        if v.stops_at is not None:
+            assert f"stops paying at {v.stops_at} GPU" in v.sentence
+        # the points lost are scaling_attribution's, stated only when some were lost
+        if v.lost_pts is not None and v.lost_pts > 0:
+            assert f"{v.lost_pts:.1f} points lost" in v.sentence
+        assert not re.search(r"(?<![\d.])0\.0 points", v.sentence), v.sentence
