@@ -29,9 +29,10 @@ def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: 
         con = schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         try:
             check_ours(con, db)
-        finally:
+            return schema.open_for_write(db, wait_s, on_wait, con=con)  # the same connection: one open
+        except BaseException:
             con.close()
-        return schema.open_for_write(db, wait_s, on_wait)
+            raise
     except duckdb.Error as exc:
         raise DatabaseError(f"{db}: cannot be used as a scaletrace database ({oneline.message(exc)})") from None
 
@@ -49,12 +50,18 @@ def check_ours(con, db) -> None:
         named = ", ".join(sorted(tables)[:MAX_NAMED]) + (", ..." if len(tables) > MAX_NAMED else "")
         raise DatabaseError(f"{db}: not a scaletrace database (it holds other tables: {named}); "
                             "give a new file or one scaletrace wrote")
+    if set(schema.TABLES) <= tables and con.execute(
+            "SELECT count(*) FROM meta WHERE key = 'setup_sha256' AND value = ?", [schema.setup_digest()]
+            ).fetchall()[0][0]:
+        return  # set up by this very schema: its columns are schema.sql's
     expected = expected_columns()
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for table, name, kind in con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = "
+            "current_database() AND schema_name = 'main' ORDER BY table_name, column_index").fetchall():
+        columns.setdefault(table, []).append((name, kind))
     for table in sorted(tables & set(expected)):
-        have = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
-                           "current_database() AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
-                           [table]).fetchall()
-        foreign = [f"{name} {kind}" for name, kind in have if (name, kind) not in expected[table]]
+        foreign = [f"{name} {kind}" for name, kind in columns.get(table, []) if (name, kind) not in expected[table]]
         if foreign:
             raise DatabaseError(f"{db}: not a scaletrace database of this version: table {table} has columns "
                                 f"scaletrace does not write ({', '.join(foreign[:MAX_NAMED])})")

@@ -73,16 +73,50 @@ def _not_openable(exc: Exception) -> str:
     return f"cannot open ({_first_line(exc)})"
 
 
-def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None) -> duckdb.DuckDBPyConnection:
-    con = connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
+def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
+                   con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection to ``db`` (``con``, else a new one) with this version's tables and stored
+    definitions.  A file already set up by this version (its ``meta`` row ``setup_sha256`` is the
+    digest of schema.sql, the schema version and the definition files, it holds every table, and
+    its stored definitions are those written then: ``definitions_md5``) is left as it is: a no-op
+    ingest costs two queries here, not the DDL and ~25 CREATE MACROs."""
+    con = con or connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
+    wanted = setup_digest()
+    if _set_up(con, wanted):
+        return con
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
-    # the stored copies (for the plain duckdb CLI) are rewritten on every write; reading
+    # the stored copies (for the plain duckdb CLI) are rewritten when they changed; reading
     # connections use the package's own (TEMP) definitions
     definitions.register(con, persist=True)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('setup_sha256', ?)", [wanted])
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('definitions_md5', ?)", [definitions.stored_fingerprint(con)])
     con.execute("COMMIT")
     return con
+
+
+def setup_digest() -> str:
+    """What a database set up by this version records (schema.sql, its version, the definitions)."""
+    import hashlib
+
+    text = f"{SCHEMA_VERSION}\0{SCHEMA_SQL.read_text()}\0{definitions.digest()}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _set_up(con: duckdb.DuckDBPyConnection, wanted: str) -> bool:
+    """Whether the file was set up by this version, still holds each of its tables, and its stored
+    definitions are as written (the plain duckdb CLI may have replaced one)."""
+    try:
+        (present, recorded, stored), = con.execute(
+            "SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND NOT temporary AND list_contains($tables, table_name)), "
+            "(SELECT max(value) FROM meta WHERE key = 'setup_sha256'), "
+            "(SELECT max(value) FROM meta WHERE key = 'definitions_md5')", {"tables": list(TABLES)}).fetchall()
+    except duckdb.Error:  # no meta table yet: a new file
+        return False
+    return (recorded == wanted and present == len(TABLES) and stored is not None
+            and stored == definitions.stored_fingerprint(con))
 
 
 def register_definitions(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:

@@ -35,6 +35,7 @@ writes them into the file, for the plain ``duckdb`` CLI.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
@@ -121,6 +122,35 @@ def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:
     if used != set(d.depends):
         raise QueryError(f"{d.path}: declared dependencies {sorted(d.depends)} differ from the "
                          f"definitions it uses {sorted(used)} (header line: -- depends: {', '.join(sorted(used))})")
+
+
+def digest() -> str:
+    """sha256 of every definition file's name and text: what the stored copies were written from."""
+    h = hashlib.sha256()
+    for path, kind in _files():
+        h.update(f"{kind}:{path.name}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def stored_fingerprint(con: duckdb.DuckDBPyConnection) -> str | None:
+    """md5 of the definitions stored in ``con``'s file as they are now: each table macro's tokens
+    and each reference table's rows (None when one is missing).  One query: an ingest compares it
+    with what it recorded when it wrote them, and rewrites them only when they differ."""
+    tables = [p.stem for p, kind in _files() if kind == "table"]
+    # a macro's text as a sorted bag of its tokens: DuckDB writes some lists (EXCLUDE) in no fixed order
+    parts = ["(SELECT string_agg(function_name || chr(1) || array_to_string(list_sort("
+             "string_split_regex(macro_definition, '[\\s,()]+')), ' '), chr(2) ORDER BY function_name) "
+             "FROM duckdb_functions() WHERE database_name = current_database() AND schema_name = 'main' "
+             "AND function_type = 'table_macro')"]
+    parts += [f"(SELECT count(*)::VARCHAR || chr(1) || coalesce(string_agg(t::VARCHAR, chr(2) ORDER BY t::VARCHAR), '') "
+              f"FROM main.{name} t)" for name in tables]
+    try:
+        (value,), = con.execute(f"SELECT md5(concat_ws(chr(3), {', '.join(parts)}))").fetchall()
+    except duckdb.Error:
+        return None
+    return value
 
 
 def register(con: duckdb.DuckDBPyConnection, persist: bool = False) -> None:
