@@ -367,10 +367,11 @@ def parse_budget(json_bytes: int) -> None:
         pass
     resident, data = _resident_and_data()
     _Watch.cap = resident + PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE * json_bytes
-    # a backstop while the watcher cannot run (a C call that holds the GIL): mapped memory may grow by
-    # the cap's growth and the address space simdjson reserves (~6 × the JSON, mostly never touched)
+    # a backstop against a runaway while the watcher cannot run (a C call that holds the GIL): mapped
+    # memory is far more than resident memory (malloc arenas, the address space simdjson reserves,
+    # ~6 × the JSON, mostly never touched), so it may grow by 4 × the cap's growth and that
     hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
-    backstop = data + PARSE_HEADROOM + (PARSE_BYTES_PER_JSON_BYTE + 6) * json_bytes
+    backstop = data + 4 * (PARSE_HEADROOM + PARSE_BYTES_PER_JSON_BYTE * json_bytes) + 6 * json_bytes
     if hard == resource.RLIM_INFINITY or backstop < hard:
         _Watch.tripped = None  # the limit is changed: parse_done restores it
         resource.setrlimit(resource.RLIMIT_DATA, (backstop, hard))
