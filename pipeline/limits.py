@@ -39,9 +39,9 @@ def physical_memory_bytes() -> int | None:
 
 
 def default_max_trace_bytes() -> int:
-    """A sixteenth of the machine's memory (at least 256 MiB): parsing takes up to ~7 × the
-    decompressed JSON (README, "Robustness", measured), so a trace at the limit needs at most
-    ~0.45 of the memory in its worker."""
+    """A sixteenth of the machine's memory (at least 256 MiB): a parse may take 300 MiB + 8 × the
+    decompressed JSON (PARSE_BYTES_PER_JSON_BYTE; docs, "Robustness", measured per event mix), so
+    a trace at the limit needs at most ~half of the memory in its worker."""
     memory = physical_memory_bytes() or 8 * 1024 * MIB
     return max(256 * MIB, memory // 16)
 
