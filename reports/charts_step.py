@@ -11,6 +11,7 @@ import polars as pl
 
 from scaletrace.reports.chartkit import (LABEL_FONT, MS, PART_COLOURS, PARTS, WIDTH, data, drawn, si_time,
                                          with_slivers)
+from scaletrace.reports.order import run_order
 from scaletrace.reports.words import present
 
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
@@ -121,22 +122,34 @@ def build_bandwidth(bandwidth: pl.DataFrame) -> alt.Chart:
     ).properties(title="Collective bus bandwidth vs message size", width=WIDTH, height=260)
 
 
-def build_rank_wait(rank_wait: pl.DataFrame) -> alt.FacetChart:
+def build_rank_wait(rank_wait: pl.DataFrame, order_keys: pl.DataFrame | None = None) -> alt.VConcatChart:
+    """A panel per run in run order (reports/order.py: the workload and world_size columns, or
+    ``order_keys``'; without either, runs sort by their rank count)."""
+    if order_keys is None and "world_size" not in rank_wait.columns:
+        order_keys = rank_wait.group_by("run_id").agg(world_size=pl.col("rank").n_unique())
+    keyed = rank_wait.join(order_keys, on="run_id", how="left") if order_keys is not None else rank_wait
+    position = {r: i for i, r in enumerate(run_order(keyed))}
+    rank_wait = rank_wait.with_columns(run_order=pl.col("run_id").replace_strict(position, return_dtype=pl.Int64))
     top = rank_wait.group_by("run_id").agg(pl.col("straggler_count").max().alias("top"))
     df = (rank_wait.join(top, on="run_id")
           .with_columns(straggler=(pl.col("straggler_count") == pl.col("top")) & (pl.col("top") > 0))
-          .unpivot(index=["run_id", "rank", "straggler", "straggler_count", "num_steps"],
+          .unpivot(index=["run_id", "run_order", "rank", "straggler", "straggler_count", "num_steps"],
                    on=["exposed_transfer_ns", "exposed_wait_ns"], variable_name="part", value_name="ns")
           # per profiled step, the basis of every other chart (the whole trace where no ProfilerStep)
           .with_columns(ms=pl.col("ns") / 1e6 / pl.col("num_steps").fill_null(1).clip(lower_bound=1),
                         part=pl.col("part").replace_strict({"exposed_transfer_ns": "transfer",
                                                             "exposed_wait_ns": "waiting for a slow peer"})))
-    return alt.Chart(data(df)).mark_bar().encode(
-        x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0)), y=alt.Y("sum(ms):Q", title="exposed comm (ms per step)"),
-        color=alt.Color("part:N", title="exposed comm"), detail="straggler:N",
-        stroke=alt.condition("datum.straggler", alt.value("black"), alt.value(None)),
-        strokeWidth=alt.condition("datum.straggler", alt.value(2), alt.value(0)),
-        tooltip=["run_id:N", "rank:O", "part:N", alt.Tooltip("ms:Q", format=".2f"), "straggler_count:Q"],
-    ).properties(width=WIDTH, height=140).facet(row=alt.Row("run_id:N", title=None)).resolve_scale(
-        x="independent", y="independent").properties(  # each run on its own axes: a short run is not flattened
+    def panel(run: str) -> alt.Chart:
+        return alt.Chart().mark_bar().transform_filter(alt.FieldEqualPredicate(field="run_id", equal=run)).encode(
+            x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
+            y=alt.Y("sum(ms):Q", title="exposed comm (ms per step)"),
+            color=alt.Color("part:N", title="exposed comm"), detail="straggler:N",
+            stroke=alt.condition("datum.straggler", alt.value("black"), alt.value(None)),
+            strokeWidth=alt.condition("datum.straggler", alt.value(2), alt.value(0)),
+            tooltip=["run_id:N", "rank:O", "part:N", alt.Tooltip("ms:Q", format=".2f"), "straggler_count:Q"],
+        ).properties(width=WIDTH, height=140, title=alt.TitleParams(run, anchor="start", fontSize=12))
+
+    # a panel per run in run order, each on its own axes (a short run is not flattened by a long one)
+    panels = [panel(run) for run in sorted(position, key=position.get)]
+    return alt.vconcat(*panels, data=data(df)).resolve_scale(x="independent", y="independent", color="shared").properties(
         title="Per rank: exposed comm split into transfer and waiting (outlined: the usual straggler)")

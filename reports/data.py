@@ -116,7 +116,8 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     collectives = (db.query("run_collectives").join(best, on="run_id", how="inner")
                    .join(topology.select("run_id", "gpus_per_node"), on="run_id", how="left"))
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
-    rank_wait = _sample_ranks(tables.rank_wait, notes)
+    rank_wait = _sample_ranks(tables.rank_wait, notes).join(  # + workload, world_size: the panels' run order
+        summary.select("run_id", "workload", "world_size"), on="run_id", how="left")
     why = _why(db, wanted, best, tables)
     why["gpu_time_parts"] = why["gpu_time_parts"].join(sweeps.select("run_id", "sliver_note"), on="run_id",
                                                        how="left")

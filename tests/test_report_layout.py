@@ -251,6 +251,9 @@ def test_node_boundary_and_independent_rank_axes(cost_db):
     rows = _inline_rows(by_key["collectives"])
     assert {r["label"] for r in rows if "label" in r} == {"4 GPUs per node"}  # 'across' spans nodes from 8
     assert by_key["rank_wait"]["resolve"]["scale"]["y"] == "independent"
+    titles = [p["title"]["text"] for p in by_key["rank_wait"]["vconcat"]]
+    # run order; the 6 runs with the most ranks (data.MAX_RANK_RUNS)
+    assert titles == [f"across-{n}" for n in (4, 8, 16)] + [f"hidden-{n}" for n in (4, 8, 16)]
 
 
 def test_headroom_at_one_gpu_count_is_not_a_chart(tmp_path):
