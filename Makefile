@@ -12,9 +12,9 @@ $(BIN)/python:
 
 # torch is installed first and pinned (the CPU build), so nothing pulls a
 # multi-GB CUDA build; GPU users install their own torch before `pip install -e .[collect]`.
-$(VENV)/.installed: pyproject.toml setup.py pipeline/_scan.cpp | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py pipeline/read/_scan.cpp | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0 >> $(VENV)/setup.log 2>&1 || echo "torch==2.13.0 not available; collectors need torch"
-	@# Debian's simdjson for the compiled extractor (pipeline/_scan.cpp, built by pip below when present);
+	@# Debian's simdjson for the compiled extractor (pipeline/read/_scan.cpp, built by pip below when present);
 	@# without it ingest uses the Python extractor
 	[ -f /usr/include/simdjson.h ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q libsimdjson-dev || { apt-get update -q && apt-get install -y -q libsimdjson-dev; }; } \

@@ -41,16 +41,16 @@ if sys.argv and os.path.basename(sys.argv[0]) == "scaletrace":
 import importlib  # noqa: E402
 
 _API = {  # public name -> (module, attribute; None: the module itself)
-    "ingest": ("scaletrace.pipeline.ingest", "ingest"),
-    "IngestReport": ("scaletrace.pipeline.ingest", "IngestReport"),
-    "connect": ("scaletrace.pipeline.db", "connect"),
-    "Database": ("scaletrace.pipeline.db", "Database"),
-    "DatabaseError": ("scaletrace.pipeline.schema", "DatabaseError"),
-    "Rule": ("scaletrace.pipeline.classify", "Rule"),
-    "DEFAULT_RULES": ("scaletrace.pipeline.classify", "DEFAULT_RULES"),
-    "load_rules": ("scaletrace.pipeline.classify", "load_rules"),
-    "export_parquet": ("scaletrace.pipeline.export", "export_parquet"),
-    "ingest_parquet": ("scaletrace.pipeline.dataset", "ingest_parquet"),
+    "ingest": ("scaletrace.pipeline.execute.ingest", "ingest"),
+    "IngestReport": ("scaletrace.pipeline.execute.ingest", "IngestReport"),
+    "connect": ("scaletrace.pipeline.store.db", "connect"),
+    "Database": ("scaletrace.pipeline.store.db", "Database"),
+    "DatabaseError": ("scaletrace.pipeline.store.schema", "DatabaseError"),
+    "Rule": ("scaletrace.pipeline.read.classify", "Rule"),
+    "DEFAULT_RULES": ("scaletrace.pipeline.read.classify", "DEFAULT_RULES"),
+    "load_rules": ("scaletrace.pipeline.read.classify", "load_rules"),
+    "export_parquet": ("scaletrace.pipeline.store.export", "export_parquet"),
+    "ingest_parquet": ("scaletrace.pipeline.execute.dataset", "ingest_parquet"),
     "QueryError": ("scaletrace.queries", "QueryError"),
     "build_report": ("scaletrace.reports", "build_report"),
     "headline": ("scaletrace.reports", "headline"),
@@ -61,13 +61,35 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "load_sweep": ("scaletrace.collectors.sweep", "load"),
     "run_sweep": ("scaletrace.collectors.sweep", "run_sweep"),
     "synth": ("scaletrace.pipeline.synth", None),
-    "project": ("scaletrace.reports.projection_sweeps", "project_db"),
-    "critical_path": ("scaletrace.queries.analysis.critical_path", "critical_path"),
-    "ProjectionError": ("scaletrace.reports.projection", "ProjectionError"),
-    "NotIdentifiableError": ("scaletrace.reports.projection", "NotIdentifiableError"),
+    "ProjectionError": ("scaletrace.queries.analysis.projection", "ProjectionError"),
+    "NotIdentifiableError": ("scaletrace.queries.analysis.projection", "NotIdentifiableError"),
 }
 
-__all__ = sorted(_API)
+__all__ = sorted([*_API, "critical_path", "project"])
+
+
+def project(db, workload: str | None = None, to: list[int] | None = None, what_if=None):
+    """The projection table (docs: Projection) of a database path or an open Database, as a polars
+    DataFrame: one row per sweep × GPU count × scenario (``scaletrace project``)."""
+    from scaletrace.pipeline.store.db import Database, connect
+    from scaletrace.queries.analysis.projection_sweeps import project as project_table
+
+    if isinstance(db, Database):
+        return project_table(db, workload, to, what_if)
+    with connect(db) as database:
+        return project_table(database, workload, to, what_if)
+
+
+def critical_path(db, run_id: str | None = None, summary: bool = False):
+    """The ``critical_path`` query (``summary``: ``critical_path_summary``) as a polars DataFrame;
+    ``db`` is a Database or the path of one."""
+    from scaletrace.pipeline.store.db import Database, connect
+
+    name = "critical_path_summary" if summary else "critical_path"
+    if isinstance(db, Database):
+        return db.query(name, run_id=run_id)
+    with connect(db) as database:
+        return database.query(name, run_id=run_id)
 
 
 def __getattr__(name: str):

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import click
 
 from scaletrace import queries
-from scaletrace.pipeline import limits, oneline
-from scaletrace.pipeline.classify import DEFAULT_RULES, RulesError, load_rules
-from scaletrace.pipeline.errors import DatabaseError, DatasetError, EngineError
-from scaletrace.pipeline.interrupt import CtrlC
+from scaletrace.pipeline.common import limits, oneline
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, RulesError, load_rules
+from scaletrace.pipeline.common.errors import DatabaseError, DatasetError, EngineError
+from scaletrace.pipeline.common.interrupt import CtrlC
 
 if TYPE_CHECKING:
     import polars as pl
@@ -71,8 +71,8 @@ def echo(line: str = "") -> None:
 
 
 def connect(db, timeout_s: float | None = None):
-    """``scaletrace.pipeline.db.connect``, imported on first use (it brings polars)."""
-    from scaletrace.pipeline.db import connect as connect_db
+    """``scaletrace.pipeline.store.db.connect``, imported on first use (it brings polars)."""
+    from scaletrace.pipeline.store.db import connect as connect_db
 
     return connect_db(db, timeout_s=timeout_s)
 
@@ -97,8 +97,8 @@ def fail(message: str) -> None:
 def checked_meta(pairs: tuple[str, ...]) -> dict:
     """The --meta KEY=VALUE facts of ingest / run, checked against run.json's keys and types: not
     KEY=VALUE is a usage error (exit 2), a key run.json does not have or a wrong type one line
-    and exit 1 (pipeline/manifest.py: parse_meta, check_meta)."""
-    from scaletrace.pipeline.manifest import MetaError, check_meta, parse_meta
+    and exit 1 (pipeline/read/manifest.py: parse_meta, check_meta)."""
+    from scaletrace.pipeline.read.manifest import MetaError, check_meta, parse_meta
 
     try:
         return check_meta(parse_meta(list(pairs)))
@@ -110,7 +110,7 @@ def checked_meta(pairs: tuple[str, ...]) -> dict:
 
 def engine_lines() -> list[str]:
     """Which extractor and gunzip this installation runs (--version, ingest -v)."""
-    from scaletrace.pipeline.columns import active_extractor
+    from scaletrace.pipeline.read.columns import active_extractor
 
     return [f"extractor: {active_extractor()}", f"gunzip: {limits.GZIP_DECODER}"]
 
@@ -154,7 +154,7 @@ def _interrupt_is_one_line():
 def _exit(status: int) -> None:
     """sys.exit, unless a query thread would not stop: then out at once (exiting would wait for it,
     or tear DuckDB down under it)."""
-    db = sys.modules.get("scaletrace.pipeline.db")
+    db = sys.modules.get("scaletrace.pipeline.store.db")
     if db is not None and db.query_running():
         sys.stdout.flush()
         sys.stderr.flush()
@@ -286,12 +286,12 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     try:
         with ctrl_c, progress:
             if parquet:
-                from scaletrace.pipeline.dataset import ingest_parquet
+                from scaletrace.pipeline.execute.dataset import ingest_parquet
 
                 report = ingest_parquet(paths, parquet, engine=engine, ray_address=ray_address, workers=workers,
                                         **options)
             else:
-                from scaletrace.pipeline.ingest import ingest as run_ingest
+                from scaletrace.pipeline.execute.ingest import ingest as run_ingest
 
                 report = run_ingest(paths, db, workers=workers, **options)
     except (KeyboardInterrupt, Exception) as exc:
@@ -522,7 +522,7 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     from pathlib import Path
 
     from scaletrace.collectors import wrapper
-    from scaletrace.pipeline.manifest import parse_meta
+    from scaletrace.pipeline.read.manifest import parse_meta
 
     try:
         facts = parse_meta(list(meta))
@@ -645,7 +645,7 @@ def export(db, parquet_dir) -> None:
       scaletrace export --db runs.duckdb --parquet runs-parquet/
       scaletrace query rank_breakdown --db runs-parquet/
     """
-    from scaletrace.pipeline.export import export_parquet
+    from scaletrace.pipeline.store.export import export_parquet
 
     try:
         counts = export_parquet(db, parquet_dir)
@@ -791,7 +791,7 @@ def run_all(paths, out_dir, png, meta, quiet) -> None:
         fail(f"cannot create {exc.filename or out}: {exc.strerror or exc}")
     db = out / "scaletrace.duckdb"
     try:
-        from scaletrace.pipeline.ingest import ingest as run_ingest
+        from scaletrace.pipeline.execute.ingest import ingest as run_ingest
 
         report_ = run_ingest(paths, db, on_outcome=_say_errors, meta=facts)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
@@ -927,8 +927,9 @@ def project(db, workload, to, what_if, fmt, columns) -> None:
       scaletrace project --db runs.duckdb --workload llama7b --to 256 --what-if compute=2,network=0.5
       scaletrace project --db runs.duckdb --format csv
     """
-    from scaletrace.reports.projection import ProjectionError, parse_what_if
-    from scaletrace.reports.projection_sweeps import project_db
+    from scaletrace.queries.analysis.projection import NotIdentifiableError, ProjectionError, parse_what_if
+    from scaletrace.queries.analysis.projection_sweeps import MAX_SKIPPED_LINES, project as project_table
+    from scaletrace.reports.charts_projection import not_projected_line
 
     try:
         sizes = [int(x) for x in to.split(",")] if to else None
@@ -938,7 +939,10 @@ def project(db, workload, to, what_if, fmt, columns) -> None:
         with connect(db) as database:
             if workload:
                 database._check_known("workload", workload)
-            result = project_db(database, workload, sizes, parse_what_if(what_if))
+            result = project_table(database, workload, sizes, parse_what_if(what_if))
+    except NotIdentifiableError as exc:  # many sweeps left out: one summary line, not one per sweep
+        many = len(exc.skipped) > MAX_SKIPPED_LINES
+        fail(not_projected_line(list(exc.skipped), []).removeprefix("Projection: ").rstrip(".") if many else str(exc))
     except (queries.QueryError, DatabaseError, ProjectionError) as exc:
         fail(str(exc))
     _emit(_select(result, columns, "project"), fmt)

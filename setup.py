@@ -1,4 +1,4 @@
-"""The optional compiled extractor (pipeline/_scan.cpp, README "The compiled extractor").
+"""The optional compiled extractor (pipeline/read/_scan.cpp, README "The compiled extractor").
 
 Built when a C++17 compiler and simdjson (Debian: ``libsimdjson-dev``) are present; when the
 build fails the install goes on without it and extract uses the Python (msgspec) extractor.
@@ -27,8 +27,8 @@ class OptionalBuildExt(build_ext):
 
 setup(
     ext_modules=[Extension(
-        "scaletrace.pipeline._scan",
-        sources=["pipeline/_scan.cpp"],
+        "scaletrace.pipeline.read._scan",
+        sources=["pipeline/read/_scan.cpp"],
         libraries=["simdjson"],
         extra_compile_args=["-std=c++17", "-O3"],
         language="c++",

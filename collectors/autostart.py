@@ -35,7 +35,7 @@ import sys
 from dataclasses import fields
 
 from scaletrace.collectors.config import ProfileConfig, RunInfo
-from scaletrace.pipeline.manifest import COLUMNS
+from scaletrace.pipeline.read.manifest import COLUMNS
 
 TARGET = "torch.optim.optimizer"
 _state: dict = {"session": None, "optimizer": None}
@@ -44,7 +44,7 @@ _state: dict = {"session": None, "optimizer": None}
 def run_info_from_meta(meta: dict) -> RunInfo:
     """``{"workload": "x", "parallel.dp": 4, "model.num_params": 1e9, "fabric": "IB"}`` -> RunInfo;
     a run.json path (``parallel.dp``, ``model.name``) stands for its column (``dp``, ``model_name``:
-    ``pipeline/manifest.py``); keys that are not RunInfo fields become labels."""
+    ``pipeline/read/manifest.py``); keys that are not RunInfo fields become labels."""
     names = {f.name for f in fields(RunInfo)}
     column_of = {".".join(path): column for column, path in COLUMNS.items()}
     run, labels = {}, {}

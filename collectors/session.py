@@ -8,7 +8,7 @@
 Per rank it writes ``rank{r}.{host}.{pid}.pt.trace.json.gz`` (the Kineto
 trace of the active window), ``rank{r}.steps.jsonl`` (wall-clock time and
 tokens of every step) and, on CUDA with NVML, ``rank{r}.power.jsonl``; rank
-0 writes ``run.json`` (through ``pipeline/manifest.py``'s ``Manifest``, the
+0 writes ``run.json`` (through ``pipeline/read/manifest.py``'s ``Manifest``, the
 type ingest reads).  The collector never breaks the job: any failure of the
 profiler, NVML or the disk turns into one warning and training goes on
 unprofiled.
@@ -25,7 +25,7 @@ from pathlib import Path
 from scaletrace.collectors import environment
 from scaletrace.collectors.config import ProfileConfig, RunInfo
 from scaletrace.collectors.power import PowerSampler
-from scaletrace.pipeline.manifest import Manifest, write_manifest  # msgspec only: no DuckDB in the job
+from scaletrace.pipeline.read.manifest import Manifest, write_manifest  # msgspec only: no DuckDB in the job
 
 COLLECTOR_VERSION = "1"
 

@@ -203,7 +203,7 @@ def run_sweep(spec: SweepSpec, force: bool = False,
                 on_start(run)
             result = execute(run, spec.timeout_s)
         if ingest_db is not None and result.status in ("done", "skipped"):
-            from scaletrace.pipeline.ingest import ingest  # only here: collecting needs no DuckDB
+            from scaletrace.pipeline.execute.ingest import ingest  # only here: collecting needs no DuckDB
 
             report = ingest([run.run_dir], ingest_db)
             if report.errors:

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import msgspec
 
-from scaletrace.pipeline.manifest import Manifest, write_manifest
+from scaletrace.pipeline.read.manifest import Manifest, write_manifest
+from scaletrace.queries.analysis.costmodel import ring_factor, ring_steps
 
 BASE_TIME_NS = 1_700_000_000_000_000_000
 
@@ -230,29 +231,7 @@ def sweep_specs(ranks: list[int], steps: int = 5, kernels_per_step: int = 20, tp
 
 
 # Collective algorithm factors (nccl-tests PERFORMANCE.md): bytes moved per link ÷ message size,
-# and the latency steps of the ring algorithm, by collective.  Shared with reports/projection.py.
-def ring_factor(collective: str, n: int) -> float:
-    """Bus-bandwidth factor: all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n; else 1."""
-    if n <= 1:
-        return 0.0
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
-
-
-def ring_steps(collective: str, n: int) -> int:
-    """Latency steps of the ring algorithm: all_reduce 2(n−1), all_gather / reduce_scatter / all_to_all n−1."""
-    if n <= 1:
-        return 0
-    if collective == "all_reduce":
-        return 2 * (n - 1)
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return n - 1
-    return 1
-
-
+# and the latency steps of the ring algorithm, by collective.  Shared with queries/analysis/projection.py.
 @dataclass(frozen=True)
 class CostModel:
     """The standard cost models a generated sweep follows (times in µs): ground truth for projection tests.

@@ -12,7 +12,7 @@
 --   loss, embedding, reduction, elementwise, optimizer or other, from the op
 --   that launched the kernel (family_basis 'op') or, with no launching op or an
 --   op no rule knows, from the base name (family_basis 'name'); the rules are
---   pipeline/families.py.  Other kinds: 'communication', 'memory', 'sync',
+--   pipeline/read/families.py.  Other kinds: 'communication', 'memory', 'sync',
 --   'other' (family_basis NULL).  Where one name has several families or bases
 --   (launched by different ops, or some launches not in the trace) the one
 --   with the most time is shown.

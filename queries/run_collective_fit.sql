@@ -14,7 +14,7 @@
 -- its step's last compute kernel (|U(compute) ∩ [start, end of the step's
 -- compute]|), ÷ the step's compute |U(compute)| on that rank: how much of
 -- the step's compute a collective launched at that point can hide under
--- (reports/projection.py's overlap capacity).
+-- (queries/analysis/projection.py's overlap capacity).
 -- Units: *_ns nanoseconds, *_bytes bytes, *_ratio a fraction (0–1).
 WITH c AS (
     SELECT w.*, d.step FROM collective_waits($run_id) w JOIN device_events d USING (trace_id, event_id)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from scaletrace.pipeline.db import Database, connect
+from scaletrace.pipeline.store.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
 from scaletrace.reports.card import card_from_db, card_lines

@@ -18,7 +18,7 @@ import polars as pl
 
 from scaletrace.reports.charts_layouts import HEATMAP_MIN_LAYOUTS, build_layout_heatmap, build_layouts
 from scaletrace.reports.charts_scaling import (build_collectives, build_comm_vs_compute, build_efficiency, build_energy,
-                                    build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
+                                               build_exposed_comm, build_mfu, build_throughput, build_throughput_per_gpu)
 from scaletrace.reports.charts_explain import (WHY, build_compute_efficiency, build_efficiency_lost,
                                                build_gpu_time_per_token, build_idle_breakdown, build_kernel_growth)
 from scaletrace.reports.charts_card import build_marginal_returns
@@ -207,7 +207,7 @@ CHARTS = [
               "on; torch.profiler's record_shapes=True otherwise) of GEMM, attention or convolution ops, on a "
               "device whose peak for their dtype is known.", "compute_parts", _has("pct_of_peak"),
               build_compute_efficiency, WHY),
-    # "Projection" (reports/charts_projection.py, model reports/projection.py, `scaletrace project`)
+    # "Projection" (reports/charts_projection.py, model queries/analysis/projection.py, `scaletrace project`)
     ChartSpec("projection", "Projection",
               "Per sweep and layout family with at least three measured GPU counts (all its runs in the "
               "database): measured tokens/s (points), the model's prediction to 4× the largest measured count "

@@ -19,7 +19,7 @@ import polars as pl
 from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, gpus
 
 if TYPE_CHECKING:
-    from scaletrace.pipeline.db import Database
+    from scaletrace.pipeline.store.db import Database
 
 KINDS = {"compute_kernel": "compute kernels", "memory": "memory copies", "comm_transfer": "transfer",
          "comm_wait": "waiting in a collective", "launch_delay": "launch delay", "cpu_op": "host ops",

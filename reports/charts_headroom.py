@@ -1,6 +1,6 @@
 """The overlap-headroom chart: per sweep and process group, the compute left to hide its communication ÷
 that communication, against the GPU count; measured (solid, points) and projected (dashed) from
-reports/headroom.py; the rule at 1 is where communication stops fitting under compute.
+queries/analysis/headroom.py; the rule at 1 is where communication stops fitting under compute.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import altair as alt
 import polars as pl
 
 from scaletrace.reports.chartkit import HEIGHT, LABEL_FONT, SWEEP, WIDTH, data, gpus_axis
-from scaletrace.reports.headroom import MEASURED, PROJECTED, headroom_sentences
+from scaletrace.queries.analysis.headroom import MEASURED, PROJECTED
 
 
 def build_overlap_headroom(df: pl.DataFrame) -> alt.FacetChart | alt.LayerChart:
-    """df: reports.headroom.headroom_table (measured and projected rows)."""
+    """df: queries.analysis.headroom.headroom_table (measured and projected rows)."""
     df = df.filter(pl.col("headroom_ratio").is_not_null()).with_columns(
         series=pl.col("process_group") + " (" + pl.col("collectives") + ")",
         comm_us=pl.col("comm_per_step_ns") / 1e3, hide_us=pl.col("hideable_compute_per_step_ns") / 1e3)
@@ -68,3 +68,34 @@ def wrap(sentences: list[str]) -> list[str]:
 
 
 __all__ = ["build_overlap_headroom"]
+
+
+def _gpus(n) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def headroom_sentences(df: pl.DataFrame) -> list[str]:
+    """Per sweep and process group, the first GPU count where its communication is longer than the
+    compute that can hide it (headroom < 1), measured, else projected; nothing where it never is."""
+    from scaletrace.reports.words import duration, figure
+
+    if df.is_empty():
+        return []
+    out = []
+    for (sweep, group), part in df.sort("world_size").group_by(["sweep", "process_group"], maintain_order=True):
+        short = part.filter(pl.col("headroom_ratio") < 1)
+        if short.is_empty():
+            continue
+        r = short.row(0, named=True)
+        gpus = _gpus(r["world_size"])
+        verb = "takes" if r["basis"] == MEASURED else "is projected to take"
+        before = part.filter(pl.col("world_size") < r["world_size"])
+        prev = (f"; at {_gpus(before['world_size'][-1])} its headroom was {figure(before['headroom_ratio'][-1])}"
+                if not before.is_empty() and before["headroom_ratio"][-1] is not None else "")
+        hide = r["hideable_compute_per_step_ns"]
+        against = (f"against {duration(hide)} of compute left to hide it" if hide and hide > 0
+                   else "with no compute left to hide it")
+        out.append(f"{sweep}, process group {group} ({r['collectives']}): at {gpus} its communication {verb} "
+                   f"{duration(r['comm_per_step_ns'])} per step {against} (headroom {figure(r['headroom_ratio'])}, "
+                   f"below 1: the excess is exposed){prev}.")
+    return out

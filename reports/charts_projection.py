@@ -1,5 +1,5 @@
 """The report's "Projection" chart and sentences: measured tokens/s, the model's curve to 4× the largest
-measured GPU count with its leave-one-out band, the ideal line, and the knee (reports/projection.py).
+measured GPU count with its leave-one-out band, the ideal line, and the knee (queries/analysis/projection.py).
 """
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.pipeline.db import Database
+from scaletrace.pipeline.store.db import Database
 from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
-from scaletrace.reports.projection import MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, ProjectionError
-from scaletrace.reports.projection_sweeps import Skipped, curve, fit_sweeps, knee
+from scaletrace.queries.analysis.projection import MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, ProjectionError
+from scaletrace.queries.analysis.projection_sweeps import Skipped, curve, fit_sweeps, knee
 from scaletrace.reports.words import count, listing
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
@@ -26,7 +26,7 @@ def fitted_sweeps(db: Database) -> tuple[list, list[Skipped | str]]:
 
 
 def projection_data(db: Database, fitted: tuple | None = None) -> tuple[pl.DataFrame, list[Skipped | str]]:
-    """The chart's curve (reports.projection.curve) of every identifiable sweep, and the sweeps that
+    """The chart's curve (queries.analysis.projection.curve) of every identifiable sweep, and the sweeps that
     could not be projected (a line of text when the projection failed as a whole); ``fitted``:
     :func:`fitted_sweeps`' answer when already computed."""
     sweeps, skipped = fitted if fitted is not None else fitted_sweeps(db)

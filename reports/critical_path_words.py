@@ -19,7 +19,7 @@ import polars as pl
 from scaletrace.reports.words import count, duration, present, share
 
 if TYPE_CHECKING:
-    from scaletrace.pipeline.db import Database
+    from scaletrace.pipeline.store.db import Database
 
 ABOUT = "critical path"
 KIND_WORDS = {"compute_kernel": "compute kernels", "memory": "memory copies", "comm_transfer": "transfer",

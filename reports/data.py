@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from scaletrace.pipeline.db import Database
+from scaletrace.pipeline.store.db import Database
 from scaletrace.reports.card import decision_card
 from scaletrace.reports.chartkit import LAYOUT, gpus, layout_domain, run_layouts
 from scaletrace.reports.device_share import sliver_notes
@@ -67,7 +67,7 @@ class ReportData:
     # every chart's layout colours: the layouts of every run in the database (chartkit.layout_colours);
     # runs, scaling, layouts and card_points carry each run's `layout_name` (chartkit.layout_name)
     layout_domain: list[str] = field(default_factory=list)
-    # reports/headroom.py: overlap headroom of the best runs per process group, measured and projected
+    # queries/analysis/headroom.py: overlap headroom of the best runs per process group, measured and projected
     headroom: pl.DataFrame = field(default_factory=pl.DataFrame)
     # step_time_spread (p50 / p95 over steps) joined to run_breakdown: the step-time chart's whiskers
     # are in `breakdown` (p50_ns, p95_ns); gpus_per_node per run (run_topology): the node boundary
@@ -183,7 +183,7 @@ def _projection(db: Database, best: pl.DataFrame) -> dict:
     """The projection's curve and sentences (every sweep in the database: the model needs all its runs),
     and the overlap headroom of ``best`` (measured, and projected by the same fitted sweeps)."""
     from scaletrace.reports.charts_projection import fitted_sweeps, projection_data, projection_sentences
-    from scaletrace.reports.headroom import headroom_table
+    from scaletrace.queries.analysis.headroom import headroom_table
 
     sweeps, skipped = fitted_sweeps(db)
     curve, skipped = projection_data(db, (sweeps, skipped))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from scaletrace.pipeline.db import Database
+from scaletrace.pipeline.store.db import Database
 from scaletrace.queries.analysis.efficiency import (ALL_OPS, FAMILIES, HOST_BOUND_PCT, IDLE_PARTS, best_runs,
                                                     efficiency_per_run, idle_per_step)
 from scaletrace.reports.chartkit import gpus

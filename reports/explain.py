@@ -23,7 +23,7 @@ from typing import Callable
 
 import polars as pl
 
-from scaletrace.pipeline.db import Database
+from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
 from scaletrace.reports.efficiency import compute_hook, idle_hook

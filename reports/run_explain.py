@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from scaletrace.pipeline.db import Database
+from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run

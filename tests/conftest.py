@@ -123,7 +123,7 @@ def write_trace(path: Path, events: list, rank: int | None = None, gz: bool = Fa
 
 
 # Independent references for the breakdown and cross-rank queries: plain Python over the
-# ingested events, sharing no code with pipeline/intervals.py or the SQL they check.
+# ingested events, sharing no code with pipeline/read/intervals.py or the SQL they check.
 
 BREAKDOWN_COLUMNS = ("span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns", "overlap_ns",
                      "exposed_comm_ns", "exposed_memory_ns", "other_ns")

@@ -200,7 +200,7 @@ def test_any_exception_in_a_parse_is_that_files_line_with_its_type(tmp_path, mon
     """Item 1, the backstop at the worker boundary: whatever a parse raises names its type."""
     import importlib
 
-    ingest_module = importlib.import_module("scaletrace.pipeline.ingest")  # the package exports a function of that name
+    ingest_module = importlib.import_module("scaletrace.pipeline.execute.ingest")  # the package exports a function of that name
     root = _runs(tmp_path / "runs", ["a", "b"])
     monkeypatch.setattr(ingest_module, "extract", _explode)  # forked workers inherit it
     result = CliRunner().invoke(main, ["ingest", str(root), "--db", str(tmp_path / "t.duckdb"), "-q",
@@ -217,8 +217,8 @@ def test_a_huge_exponent_is_refused_before_int_decimal(tmp_path):
     """Item 10: the exponent is checked first; 1e999990 used to take ~26 s of CPU."""
     import time
 
-    from scaletrace.pipeline.classify import DEFAULT_RULES
-    from scaletrace.pipeline.ingest import parse_file
+    from scaletrace.pipeline.read.classify import DEFAULT_RULES
+    from scaletrace.pipeline.execute.ingest import parse_file
 
     path = tmp_path / "rank0.json"
     path.write_bytes(_raw_event(ts="1e999990", dur="1e999990"))
@@ -389,7 +389,7 @@ def test_side_files_must_be_regular_files(tmp_path):
 
 
 def test_side_files_have_a_size_limit(tmp_path, monkeypatch):
-    from scaletrace.pipeline import limits
+    from scaletrace.pipeline.common import limits
 
     monkeypatch.setattr(limits, "MAX_SIDE_FILE_BYTES", 1000)
     run = tmp_path / "run"
@@ -678,7 +678,7 @@ def test_a_trace_over_the_limit_is_one_line(tmp_path):
 
 def test_the_default_limit_follows_the_machines_memory(tmp_path, monkeypatch):
     """Default: a sixteenth of physical memory; the ingest applies it when no limit is given."""
-    from scaletrace.pipeline import limits
+    from scaletrace.pipeline.common import limits
 
     assert limits.default_max_trace_bytes() == max(256 << 20, limits.physical_memory_bytes() // 16)
     monkeypatch.setattr(limits, "physical_memory_bytes", lambda: 16 * (300 << 20))  # a 4.7 GiB machine

@@ -1,6 +1,6 @@
 """Batched writes: several files per transaction, each file whole or not at all.
 
-The ingest writes the parsed files in batches (pipeline/ingest.py ``Batch``).  A real ingest
+The ingest writes the parsed files in batches (pipeline/execute/ingest.py ``Batch``).  A real ingest
 process is killed with SIGKILL inside a batch of four files (after some of its rows are written,
 before its COMMIT): the database holds the batches committed before it, whole, nothing of the
 killed batch (rows, traces record or ingest_log line), and a rerun completes the work.  A batch
@@ -29,8 +29,8 @@ RUNS, RANKS, PER_BATCH = 3, 4, 4
 # slow parse), killed by SIGKILL at the given point of its second batch.
 DRIVER = r"""
 import os, signal, sys, importlib
-ing = importlib.import_module("scaletrace.pipeline.ingest")
-from scaletrace.pipeline import store
+ing = importlib.import_module("scaletrace.pipeline.execute.ingest")
+from scaletrace.pipeline.store import write as store
 ing.BATCH_FIRST = ing.BATCH_FILES = int(sys.argv[3])
 ing.BATCH_MIN_S = 3600.0
 where, calls = sys.argv[2], {"put_trace": 0, "append_rows": 0}
@@ -103,10 +103,10 @@ def test_a_failed_batch_is_written_file_by_file(tmp_path, monkeypatch):
     """One file whose rows the database refuses (a conversion error here, as a value beyond its
     column would give) fails its batch: the batch is rolled back, each of its files is written
     again alone, and only the bad file has an error line."""
-    from scaletrace.pipeline import store
+    from scaletrace.pipeline.store import write as store
     import importlib
 
-    ing = importlib.import_module("scaletrace.pipeline.ingest")
+    ing = importlib.import_module("scaletrace.pipeline.execute.ingest")
     runs = make_runs(tmp_path / "traces")
     files = sorted(str(f) for run in runs for f in run.glob("rank*.json"))
     bad = files[5]

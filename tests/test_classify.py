@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, RulesError, is_collective_call, load_rules
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, RulesError, is_collective_call, load_rules
 
 CASES = [
     # (side, category, name, kind): names copied from the shared real traces

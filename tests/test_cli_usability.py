@@ -289,7 +289,8 @@ def test_shared_trace_tests_skip_with_the_real_reason(tmp_path):
 
 
 def test_version_and_ingest_v_say_which_extractor(monkeypatch, tmp_path):
-    from scaletrace.pipeline import columns, limits
+    from scaletrace.pipeline.read import columns
+    from scaletrace.pipeline.common import limits
 
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
-from scaletrace.pipeline.dataset import ingest_parquet
+from scaletrace.pipeline.execute.dataset import ingest_parquet
 from conftest import FIXTURES
 from test_dataset import assert_same_answers, make_sweep
 

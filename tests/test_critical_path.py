@@ -19,7 +19,7 @@ import pytest
 
 from conftest import SHARED_TRACES, query
 from scaletrace.pipeline import ingest
-from scaletrace.pipeline.vocabulary import RUNTIME_CATS
+from scaletrace.pipeline.read.vocabulary import RUNTIME_CATS
 
 US = 1000  # ns per µs
 AR_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

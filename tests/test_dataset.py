@@ -1,4 +1,4 @@
-"""Ingest into a Parquet dataset with the local engine (pipeline/dataset.py): the same rows as the
+"""Ingest into a Parquet dataset with the local engine (pipeline/execute/dataset.py): the same rows as the
 DuckDB ingest, idempotent, a changed file replaces only its parts, a bad file is one line, a
 driver killed mid-ingest is finished by a re-run, uncommitted parts are never read.
 (The Ray engine: tests/test_cluster.py.)"""
@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from scaletrace import queries
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
-from scaletrace.pipeline.dataset import TraceTask, ingest_parquet, run_task
+from scaletrace.pipeline.execute.dataset import TraceTask, ingest_parquet, run_task
 from scaletrace.pipeline.synth import sweep_specs, write_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from conftest import FIXTURES
 from scaletrace import queries
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
-from scaletrace.pipeline.export import export_parquet
+from scaletrace.pipeline.store.export import export_parquet
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.queries import definitions
 from scaletrace.reports import data as report_data

@@ -1,4 +1,4 @@
-"""The compiled extractor (pipeline/_scan.cpp) against the reference (msgspec, pipeline/columns.py
+"""The compiled extractor (pipeline/read/_scan.cpp) against the reference (msgspec, pipeline/read/columns.py
 ``read_python``): the same stage-1 columns, the same six tables and TraceMeta, the same error line,
 on the real traces, the fixtures, the bad-input corpus and Hypothesis-generated traces.
 
@@ -20,13 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, SHARED_TRACES, shared_runs
-from scaletrace.pipeline import columns
-from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier
-from scaletrace.pipeline.decode import decode, unpack
-from scaletrace.pipeline.extract import read, scan_or_decode
-from scaletrace.pipeline.ingest import parse_file
+from scaletrace.pipeline.read import columns
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier
+from scaletrace.pipeline.read.decode import decode, unpack
+from scaletrace.pipeline.read.extract import read, scan_or_decode
+from scaletrace.pipeline.execute.ingest import parse_file
 
-NOT_BUILT = "the compiled extractor is not built (pipeline/_scan.cpp needs a C++ compiler and libsimdjson-dev)"
+NOT_BUILT = "the compiled extractor is not built (pipeline/read/_scan.cpp needs a C++ compiler and libsimdjson-dev)"
 compiled = pytest.mark.skipif(not columns.compiled_available(), reason=NOT_BUILT)
 pytestmark = compiled
 

@@ -1,4 +1,4 @@
-"""Kernel families (pipeline/families.py, pipeline/launchers.py) and the communication vocabulary.
+"""Kernel families (pipeline/read/families.py, pipeline/read/launchers.py) and the communication vocabulary.
 
 Expected families come from the trace: the op that launched a kernel (hand-written traces whose
 nesting the test states), TraceLens's own per-kernel categories for the same real trace, and a
@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import cpu, kernel, query, write_trace
-from scaletrace.pipeline import collectives, families, ingest
-from scaletrace.pipeline.classify import Classifier
-from scaletrace.pipeline.db import connect
+from scaletrace.pipeline.read import collectives, families
+from scaletrace.pipeline import ingest
+from scaletrace.pipeline.read.classify import Classifier
+from scaletrace.pipeline.store.db import connect
 
 TABLE = Path(__file__).parent / "data" / "kernel_families.tsv"
 

@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from conftest import FIXTURES, SHARED_TRACES
-from scaletrace.pipeline import limits
+from scaletrace.pipeline.common import limits
 
 isal = pytest.importorskip("isal", reason="isal is not installed (pip install 'scaletrace[fast]'; make setup does)")
 

@@ -104,7 +104,7 @@ def test_timeout_must_be_positive(small_db, command):
 
 
 def test_query_runs_under_its_time_limit(small_db, monkeypatch):
-    from scaletrace.pipeline import db as db_module
+    from scaletrace.pipeline.store import db as db_module
 
     seen = []
     real = db_module.connect
@@ -182,7 +182,7 @@ def test_repeated_column_names_are_numbered(small_db):
 
 
 def test_sql_streams_in_batches(small_db):
-    from scaletrace.pipeline.db import connect
+    from scaletrace.pipeline.store.db import connect
 
     batches = []
     with connect(small_db) as database:
@@ -282,7 +282,7 @@ def test_a_duration_beyond_64_bit_ns_is_named(tmp_path):
 def test_error_lines_are_cut_at_500_characters(tmp_path, parquet):
     from conftest import kernel, write_trace
 
-    from scaletrace.pipeline.oneline import MAX_MESSAGE_CHARS
+    from scaletrace.pipeline.common.oneline import MAX_MESSAGE_CHARS
 
     write_trace(tmp_path / "run" / "rank0.json", [kernel("n" * 5000, 1000, -5)], rank=0)
     target = ["--parquet", str(tmp_path / "pq")] if parquet else ["--db", str(tmp_path / "t.duckdb")]

@@ -72,7 +72,7 @@ def test_cpu_only_gaps_are_host_wait(fixtures_db):
 def test_parts_sum_to_the_idle_of_the_ingest_unions(run_id, shared_db):
     """Every shared trace gets an answer (HTA fails on some); the parts, from the gaps between
     merged events in SQL, sum to idle_ns from the interval unions computed at ingest
-    (pipeline/intervals.py), per step, or for the whole trace where it has no steps."""
+    (pipeline/read/intervals.py), per step, or for the whole trace where it has no steps."""
     rows = query(shared_db, "idle_breakdown", run_id=run_id).to_dicts()
     assert rows, "every trace must give an answer"
     steps = {(r["rank"], r["step"]): r["idle_ns"] for r in query(shared_db, "rank_step_breakdown", run_id=run_id)

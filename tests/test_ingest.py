@@ -171,7 +171,7 @@ def _check_ratio(df, column: str, part: str, whole: str) -> int:
 
 def _columns(q):
     import duckdb
-    from scaletrace.pipeline.schema import SCHEMA_SQL
+    from scaletrace.pipeline.store.schema import SCHEMA_SQL
     from scaletrace.queries import definitions
     con = duckdb.connect()
     con.execute(SCHEMA_SQL.read_text())

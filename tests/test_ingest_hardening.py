@@ -81,7 +81,7 @@ def test_a_parser_that_dies_costs_its_file_with_one_worker(tmp_path, monkeypatch
     took the ingest down.  Now it is a worker of its own, and its death is that file's line."""
     import importlib
 
-    ingest_module = importlib.import_module("scaletrace.pipeline.ingest")
+    ingest_module = importlib.import_module("scaletrace.pipeline.execute.ingest")
     runs = tmp_path / "runs"
     for i in range(files):
         write_trace(runs / f"r{i}" / "rank0.json", GOOD, rank=0)
@@ -271,7 +271,7 @@ def test_a_path_that_is_not_utf8_costs_that_file_alone(tmp_path, target, bad):
 # --- item 8: re-profiling into the same directory ----------------------------------------------------
 
 def _ranks(db) -> dict:
-    from scaletrace.pipeline.db import connect
+    from scaletrace.pipeline.store.db import connect
 
     with connect(db) as database:
         rows = database.sql("SELECT path, rank, num_events FROM traces ORDER BY path").rows()
@@ -414,7 +414,7 @@ def test_a_duplicate_part_is_not_read_twice(dataset, copy):
     that rank's events counted twice and run_summary changed silently."""
     import shutil
 
-    from scaletrace.pipeline.db import connect
+    from scaletrace.pipeline.store.db import connect
 
     def events():
         with connect(ds) as database:
@@ -468,7 +468,7 @@ def test_a_full_disk_stops_a_parquet_ingest_with_one_line_and_a_rerun_completes(
 def test_a_damaged_part_of_a_large_dataset_read_as_views_is_left_out(dataset, monkeypatch, damage):
     """Past IN_MEMORY_FRACTION the event tables are views, read at query time: a part without the
     Parquet magic at both ends is named and left out when the dataset is opened."""
-    from scaletrace.pipeline import export
+    from scaletrace.pipeline.store import export
 
     runs, ds = dataset
     monkeypatch.setattr(export, "IN_MEMORY_FRACTION", 10**15)  # every dataset is "large"

@@ -1,4 +1,4 @@
-"""One run.json shape (pipeline/manifest.py): the collector and the generator write through the
+"""One run.json shape (pipeline/read/manifest.py): the collector and the generator write through the
 ``Manifest`` type that ingest reads, and the ``runs`` table holds its columns."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from scaletrace.collectors.config import RunInfo
-from scaletrace.pipeline.manifest import COLUMNS, Manifest, read_manifest, run_row, write_manifest
-from scaletrace.pipeline.schema import SCHEMA_SQL
+from scaletrace.pipeline.read.manifest import COLUMNS, Manifest, read_manifest, run_row, write_manifest
+from scaletrace.pipeline.store.schema import SCHEMA_SQL
 from scaletrace.pipeline.synth import SynthRun, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def test_collector_run_info_fields_are_manifest_columns():
 def test_collectors_need_no_duckdb():
     """The collector runs inside the training job: writing run.json must not import DuckDB or polars."""
     code = ("import sys, scaletrace.collectors.session, scaletrace.collectors.autostart, "
-            "scaletrace.pipeline.manifest; "
+            "scaletrace.pipeline.read.manifest; "
             "print(sorted(m for m in ('duckdb', 'polars', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
@@ -117,8 +117,8 @@ def test_collectors_need_no_duckdb():
 
 def test_pipeline_public_names_survive_their_submodule_import():
     """pipeline/__init__ imports on first use (for the test above); importing the submodule
-    ``pipeline.ingest`` first must still leave ``pipeline.ingest`` the function."""
-    code = ("import inspect, scaletrace.pipeline.ingest, scaletrace.pipeline as p; "
+    ``pipeline.execute.ingest`` first must still leave ``pipeline.execute.ingest`` the function."""
+    code = ("import inspect, scaletrace.pipeline.execute.ingest, scaletrace.pipeline as p; "
             "from scaletrace.pipeline import ingest, connect; "
             "print(inspect.isfunction(ingest), inspect.isfunction(p.ingest), inspect.isfunction(connect))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,7 +1,7 @@
 """An ingest never imports pandas, in the main process or in a parse worker.
 
 pyarrow's ``pa.array`` and ``Array.to_numpy`` import pandas on their first call (0.2-0.3 s of
-start-up in every process), which the ingest never uses; pipeline/arrays.py builds arrays
+start-up in every process), which the ingest never uses; pipeline/read/arrays.py builds arrays
 without them.  Each case ingests in a fresh subprocess with an import hook that records every
 attempt to import pandas, with the process and the stack, so a failure names the line.
 """
@@ -33,7 +33,7 @@ class Watch:
         return None
 
 sys.meta_path.insert(0, Watch())
-from scaletrace.pipeline.ingest import ingest
+from scaletrace.pipeline.execute.ingest import ingest
 report = ingest([sys.argv[1]], db=sys.argv[2], workers=2)
 assert not report.errors, [o.line() for o in report.errors]
 assert report.count("ok") >= 2, [o.line() for o in report.outcomes]

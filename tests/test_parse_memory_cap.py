@@ -1,4 +1,4 @@
-"""A parse past its memory cap (pipeline/limits.py: resident size + headroom + k × the JSON) is
+"""A parse past its memory cap (pipeline/common/limits.py: resident size + headroom + k × the JSON) is
 its file's one line, the worker lives on with its limit restored, and the next file ingests."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DRIVER = r"""
 import sys
-from scaletrace.pipeline import limits
+from scaletrace.pipeline.common import limits
 limits.PARSE_HEADROOM = 20 << 20  # small numbers, so that a small file shows it
 limits.PARSE_BYTES_PER_JSON_BYTE = 1
-from scaletrace.pipeline.ingest import ingest
+from scaletrace.pipeline.execute.ingest import ingest
 report = ingest([sys.argv[1]], db=sys.argv[2], workers=1)
 for o in report.outcomes:
     print(o.status, o.line())

@@ -24,9 +24,10 @@ from click.testing import CliRunner
 import scaletrace
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
-from scaletrace.pipeline.synth import CostModel, cost_sweep_specs, ring_factor, ring_steps, write_run
-from scaletrace.reports.projection import NotIdentifiableError, ProjectionError, parse_what_if
-from scaletrace.reports.projection_sweeps import curve, fit_sweeps, knee
+from scaletrace.pipeline.synth import CostModel, cost_sweep_specs, write_run
+from scaletrace.queries.analysis.costmodel import ring_factor, ring_steps
+from scaletrace.queries.analysis.projection import NotIdentifiableError, ProjectionError, parse_what_if
+from scaletrace.queries.analysis.projection_sweeps import curve, fit_sweeps, knee
 
 US = 1000  # ns per µs
 MEASURED = [2, 4, 8, 16]

@@ -1,4 +1,4 @@
-"""Hypothesis properties of the interval unions (pipeline/intervals.py) and the breakdown SQL
+"""Hypothesis properties of the interval unions (pipeline/read/intervals.py) and the breakdown SQL
 against a point-set reference.
 
 The reference counts covered integer nanoseconds with Python sets: slow but
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import BREAKDOWN_COLUMNS, SPAN_PARTS, assert_parts_sane, differences, sweep_breakdown
-from scaletrace.pipeline import intervals
-from scaletrace.pipeline.schema import SCHEMA_SQL
+from scaletrace.pipeline.read import intervals
+from scaletrace.pipeline.store.schema import SCHEMA_SQL
 from scaletrace.queries import definitions
 
 KINDS = ["compute", "comm", "memory", "sync", "other"]
@@ -24,7 +24,7 @@ event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60
 
 def windows(events: list[tuple[str, int, int, int | None]]) -> dict:
     """Every window's breakdown row, the whole trace under None and each step under its number:
-    unions computed as ingest does (pipeline/intervals.py), metrics by the SQL macro."""
+    unions computed as ingest does (pipeline/read/intervals.py), metrics by the SQL macro."""
     kinds = np.array([intervals.KINDS.index(k) for k, *_ in events], dtype=np.int8)
     starts = np.array([ts for _, ts, _, _ in events], dtype=np.int64)
     ends = starts + np.array([d for _, _, d, _ in events], dtype=np.int64)

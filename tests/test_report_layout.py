@@ -19,7 +19,8 @@ from scaletrace.pipeline.synth import CostModel, SynthRun, cost_sweep_specs, swe
 from scaletrace.reports import build_charts, build_report
 from scaletrace.reports import data as report_data
 from scaletrace.reports.chartkit import LAYOUT_COLOURS, layout_name
-from scaletrace.reports.headroom import MEASURED, PROJECTED, headroom_sentences
+from scaletrace.queries.analysis.headroom import MEASURED, PROJECTED
+from scaletrace.reports.charts_headroom import headroom_sentences
 
 US = 1000
 ROOT = Path(__file__).resolve().parents[1]

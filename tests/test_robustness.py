@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, SHARED_TRACES
 from scaletrace.pipeline import ingest
-from scaletrace.pipeline.classify import DEFAULT_RULES
-from scaletrace.pipeline.ingest import parse_file
+from scaletrace.pipeline.read.classify import DEFAULT_RULES
+from scaletrace.pipeline.execute.ingest import parse_file
 from scaletrace.pipeline.synth import SynthRun, write_run
 
 SCALETRACE = [sys.executable, "-m", "scaletrace.cli"]
@@ -219,7 +219,7 @@ def _stored(db) -> int:
 
 def _die_on_rank_13(doc, *args, **kwargs):
     """extract, except that the trace of rank 13 kills its process (as the OOM killer would)."""
-    from scaletrace.pipeline.extract import extract
+    from scaletrace.pipeline.read.extract import extract
 
     if doc.distributedInfo and doc.distributedInfo.rank == 13:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -233,7 +233,7 @@ def test_a_worker_that_dies_costs_its_file_only(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from scaletrace.cli import main
 
-    ingest_module = importlib.import_module("scaletrace.pipeline.ingest")
+    ingest_module = importlib.import_module("scaletrace.pipeline.execute.ingest")
     monkeypatch.setattr(ingest_module, "extract", _die_on_rank_13)  # the forked workers inherit it
     runs = make_runs(tmp_path / "traces", 3, ranks=4, steps=150)
     doomed = runs[1] / "rank13.json"
@@ -255,7 +255,7 @@ def test_a_trace_bigger_than_memory_is_one_line(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from scaletrace.cli import main
 
-    ingest_module = importlib.import_module("scaletrace.pipeline.ingest")
+    ingest_module = importlib.import_module("scaletrace.pipeline.execute.ingest")
     read_regular = ingest_module.limits.read_regular
 
     def memory_error_for_huge(path, *args, **kwargs):

@@ -27,7 +27,7 @@ from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.reports import build_report
 from scaletrace.reports.charts_projection import not_projected_line
 from scaletrace.reports.explain import explain
-from scaletrace.reports.projection_sweeps import Skipped
+from scaletrace.queries.analysis.projection_sweeps import Skipped
 from scaletrace.reports.run_explain import (comm_sentence, compute_sentence, idle_sentence, kernel_sentence,
                                             step_sentence, straggler_sentence)
 from scaletrace.reports.words import duration, share
@@ -458,7 +458,7 @@ def test_compute_and_kernel_sentences_of_empty_or_zero_rows():
 
 
 def test_kernel_sentence_is_skipped_while_kernel_summary_is_absent(tmp_path, monkeypatch):
-    from scaletrace.pipeline.db import Database
+    from scaletrace.pipeline.store.db import Database
     from scaletrace.queries import QueryError
 
     write_run(tmp_path, SynthRun("k", ranks=2, steps=1))

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from conftest import FIXTURES, cpu, kernel, query, write_trace
 from scaletrace.cli import main
 from scaletrace.pipeline import ingest
-from scaletrace.pipeline.dataset import ingest_parquet
-from scaletrace.pipeline.manifest import MetaError
+from scaletrace.pipeline.execute.dataset import ingest_parquet
+from scaletrace.pipeline.read.manifest import MetaError
 
 H200_BF16 = FIXTURES / "h200" / "h200-bf16-ddp-1"
 US = 1000  # ns per µs

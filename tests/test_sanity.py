@@ -12,7 +12,7 @@ import pytest
 
 from conftest import cpu, kernel, query, shaped_run, write_trace
 from scaletrace.pipeline import ingest
-from scaletrace.pipeline.db import connect
+from scaletrace.pipeline.store.db import connect
 from scaletrace.pipeline.synth import sweep_specs, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +132,7 @@ def test_project_states_run_summarys_mfu_and_names_its_baselines(demo_db):
     """One peak per run: every measured row of `project` has run_summary's MFU (ddp-1: 9.98 %, where
     project used to take another run's measured CPU peak and say 21.09 %); efficiency against the
     sweep's baseline equals `scaling`'s, against the layout's baseline its own family's fewest GPUs."""
-    from scaletrace.reports.projection_sweeps import project_db
+    from scaletrace import project as project_db
 
     summary = _summary(demo_db)
     scaling = {r["run_id"]: r for r in query(demo_db, "scaling").iter_rows(named=True)}
@@ -153,8 +153,8 @@ def test_a_projection_that_does_not_fit_is_not_drawn_and_is_marked(demo_db):
     """The demo sweep's leave-one-out errors reach 237 % and 248 %: no line or band for them, the
     chart's subtitle says why, `project` marks each projected row "not a prediction"."""
     from scaletrace.reports.charts_projection import build_projection, projection_data, projection_sentences
-    from scaletrace.reports.projection import UNRELIABLE_PCT
-    from scaletrace.reports.projection_sweeps import project_db
+    from scaletrace.queries.analysis.projection import UNRELIABLE_PCT
+    from scaletrace import project as project_db
 
     with connect(demo_db) as db:
         curve, skipped = projection_data(db)

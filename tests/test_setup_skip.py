@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import duckdb
 
-from scaletrace.pipeline import schema
-from scaletrace.pipeline.ingest import ingest
+from scaletrace.pipeline.store import schema
+from scaletrace.pipeline.execute.ingest import ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.queries import definitions
 

@@ -8,7 +8,8 @@ import json
 import duckdb
 import pytest
 
-from scaletrace.pipeline import schema, sidefiles
+from scaletrace.pipeline.store import schema
+from scaletrace.pipeline.read import sidefiles
 
 START = 1_700_000_000_000_000_000
 

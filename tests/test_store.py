@@ -7,11 +7,11 @@ from dataclasses import fields
 import duckdb
 from conftest import FIXTURES
 
-from scaletrace.pipeline import export, schema
-from scaletrace.pipeline.classify import DEFAULT_RULES
-from scaletrace.pipeline.extract import Extracted, TraceMeta
-from scaletrace.pipeline.ingest import ParsedFile, parse_file
-from scaletrace.pipeline.store import TraceRow
+from scaletrace.pipeline.store import export, schema
+from scaletrace.pipeline.read.classify import DEFAULT_RULES
+from scaletrace.pipeline.read.extract import Extracted, TraceMeta
+from scaletrace.pipeline.execute.ingest import ParsedFile, parse_file
+from scaletrace.pipeline.store.write import TraceRow
 
 
 def _columns() -> dict[str, list[str]]:

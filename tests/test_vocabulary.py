@@ -1,4 +1,4 @@
-"""One trace vocabulary (pipeline/vocabulary.py): what it names is what ingest keeps and classifies.
+"""One trace vocabulary (pipeline/read/vocabulary.py): what it names is what ingest keeps and classifies.
 
 A device category that only a rules file names must reach the classifier: extract keeps its events
 and the byte pre-scan of ingest counts it as device activity.
@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from conftest import cpu, kernel, query, write_trace
 
 from scaletrace.cli import main
-from scaletrace.pipeline import vocabulary
-from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
+from scaletrace.pipeline.read import vocabulary
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, Rule
 
 NEW_DUR_US = 40  # the new category's event
 KERNEL_DUR_US = 100  # an ordinary CUDA kernel beside it (when there is one)
@@ -123,7 +123,7 @@ def test_default_rules_give_every_vocabulary_device_category_a_kind():
 
 
 def test_kinds_are_one_list():
-    from scaletrace.pipeline import classify, intervals
+    from scaletrace.pipeline.read import classify, intervals
 
     assert classify.KINDS is vocabulary.KINDS and intervals.KINDS is vocabulary.KINDS
     assert set(intervals.SETS["all"]) == set(vocabulary.KINDS)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 if TYPE_CHECKING:  # the layer stays below the pipeline: only the type is imported
-    from scaletrace.pipeline.db import Database
+    from scaletrace.pipeline.store.db import Database
 
 QUERIES = ("critical_path", "critical_path_summary")  # the query files that read critical_path_rows
 RELATION = "critical_path_segments"  # the walk's result, registered on the connection
@@ -195,14 +195,3 @@ def prepare(db: "Database", run_id: str | None = None) -> None:
     db.con.register(RELATION, table)
     db.con.execute(f"CREATE OR REPLACE TEMP MACRO critical_path_rows(run) AS TABLE "
                    f"SELECT * FROM {RELATION} WHERE run IS NULL OR run_id = run")
-
-
-def critical_path(db, run_id: str | None = None, summary: bool = False):
-    """The ``critical_path`` query (``summary``: ``critical_path_summary``) as a polars DataFrame;
-    ``db`` is a Database or the path of one."""
-    if isinstance(db, str) or hasattr(db, "__fspath__"):
-        from scaletrace.pipeline.db import connect  # at call time: the layer stays below the pipeline
-
-        with connect(db) as database:
-            return database.query("critical_path_summary" if summary else "critical_path", run_id=run_id)
-    return db.query("critical_path_summary" if summary else "critical_path", run_id=run_id)

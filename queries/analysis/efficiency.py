@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 if TYPE_CHECKING:  # a Database is passed in: the analysis never opens one
-    from scaletrace.pipeline.db import Database
+    from scaletrace.pipeline.store.db import Database
 
 # idle_breakdown part -> words, in stacking order
 IDLE_PARTS = {"host_wait": "waiting for the host to launch", "dependency_wait": "waiting on a dependency",

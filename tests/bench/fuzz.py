@@ -69,8 +69,8 @@ def main() -> None:
 
 
 def _parsed(path: Path) -> bool:
-    from scaletrace.pipeline.classify import DEFAULT_RULES
-    from scaletrace.pipeline.ingest import parse_file
+    from scaletrace.pipeline.read.classify import DEFAULT_RULES
+    from scaletrace.pipeline.execute.ingest import parse_file
 
     return parse_file(str(path), None, DEFAULT_RULES, False).extracted is not None
 
@@ -111,7 +111,7 @@ EVERY_RUN_QUERIES = ("collectives", "op_efficiency", "hta_temporal_breakdown", "
 
 
 def _queries_answer(db: Path) -> None:
-    from scaletrace.pipeline.db import connect
+    from scaletrace.pipeline.store.db import connect
 
     with connect(db) as database:
         for name in EVERY_RUN_QUERIES:

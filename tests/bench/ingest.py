@@ -51,7 +51,7 @@ from typing import Optional, Union  # noqa: E402
 
 import msgspec  # noqa: E402
 
-from scaletrace.pipeline.decode import Event  # noqa: E402  the exact typed event struct ingest decodes
+from scaletrace.pipeline.read.decode import Event  # noqa: E402  the exact typed event struct ingest decodes
 
 EXTRACTORS = {"compiled": "compiled", "python": "python"}  # label -> SCALETRACE_EXTRACTOR
 BIG_SOURCE = "hta-a100-2rank/rank0.json.gz"  # fractional-µs stamps, NCCL args, memcpy: a typical GPU trace
@@ -92,7 +92,7 @@ def physical_one(path: str) -> int:
     simdjson's own parse of the same bytes (pysimdjson: stage 1 and the tape; nothing read out)."""
     import simdjson
 
-    from scaletrace.pipeline import limits
+    from scaletrace.pipeline.common import limits
 
     inflate = limits._FAST_ZLIB or zlib
     data = inflate.decompress(Path(path).read_bytes(), 16 + zlib.MAX_WBITS)
@@ -175,11 +175,12 @@ def build_big(src: Path, dest: Path, min_bytes: int) -> int:
 
 STAGES = r"""
 import json, sys, time, resource, hashlib, os
-from scaletrace.pipeline import columns, limits
-from scaletrace.pipeline.classify import Classifier
-from scaletrace.pipeline.decode import decode, unpack
-from scaletrace.pipeline.extract import build, read, scan_or_decode
-from scaletrace.pipeline.ingest import FRACTIONAL_TS
+from scaletrace.pipeline.read import columns
+from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.read.classify import Classifier
+from scaletrace.pipeline.read.decode import decode, unpack
+from scaletrace.pipeline.read.extract import build, read, scan_or_decode
+from scaletrace.pipeline.execute.ingest import FRACTIONAL_TS
 t = {}
 def lap(name, start):
     t[name] = time.perf_counter() - start

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = """
 import resource, sys
-from scaletrace.pipeline.ingest import ingest
+from scaletrace.pipeline.execute.ingest import ingest
 report = ingest([sys.argv[1]], db=sys.argv[2], workers=1)
 print("ERRORS", [o.line() for o in report.errors])
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import ray  # noqa: E402
 
 from raycluster import LocalCluster  # noqa: E402
-from scaletrace.pipeline.dataset import ingest_parquet  # noqa: E402
+from scaletrace.pipeline.execute.dataset import ingest_parquet  # noqa: E402
 from scaletrace.pipeline.synth import sweep_specs, write_run  # noqa: E402
 
 REAL_RUNS = ["hta-a100-2rank", "hta-mi250-rocm", "hta-ns-resolution", "hta-triton", "hta-ws128-sampled",
@@ -111,7 +111,7 @@ def main() -> None:
 
 def time_commit(dataset: Path, repeat: int = 200) -> float:
     """Seconds the driver takes to write one trace's record (the per-trace serial work)."""
-    from scaletrace.pipeline.dataset import Dataset
+    from scaletrace.pipeline.execute.dataset import Dataset
 
     ds = Dataset(dataset)
     con = ds.load_state()

@@ -21,8 +21,8 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT.parent))
 
-from scaletrace.pipeline import sidefiles  # noqa: E402
-from scaletrace.pipeline.ingest import ingest  # noqa: E402
+from scaletrace.pipeline.read import sidefiles  # noqa: E402
+from scaletrace.pipeline.execute.ingest import ingest  # noqa: E402
 
 START_NS = 1_700_000_000_000_000_000
 
@@ -53,7 +53,7 @@ def main() -> None:
         paths = write_logs(run, args.steps, args.samples)
         db = tmp / "side.duckdb"
         con = duckdb.connect(str(db))
-        from scaletrace.pipeline import schema
+        from scaletrace.pipeline.store import schema
 
         con.execute(schema.SCHEMA_SQL.read_text())
         for path, kind, count in zip(paths, ("steps", "power"), (args.steps, args.samples)):

@@ -15,10 +15,12 @@ Per sweep (runs sharing run.json ``workload``, one layout family), from its meas
 * the rest of the step (idle, memory, other) constant.
 
 The model is a set of numbers (:class:`Fit`) fitted by :func:`fit` and evaluated by :func:`predict`;
-:mod:`reports.projection_sweeps` fits each sweep and returns the polars table and the chart's points.
+:mod:`queries.analysis.projection_sweeps` fits each sweep and returns the polars table and the chart's points.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import itertools
 import math
@@ -28,8 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from scaletrace.pipeline.db import Database
-from scaletrace.pipeline.synth import ring_factor, ring_steps
+from scaletrace.queries.analysis.costmodel import ring_factor, ring_steps
+
+if TYPE_CHECKING:  # a Database is passed in: the analysis never opens one
+    from scaletrace.pipeline.store.db import Database
 
 MIN_SIZES = 3  # fewer measured GPU counts: the projection is not identifiable
 MAX_PROJECTED_GPUS = 2**24  # a GPU count beyond this (16,777,216) is a typo, not a cluster
@@ -52,7 +56,12 @@ class ProjectionError(ValueError):
 
 
 class NotIdentifiableError(ProjectionError):
-    """Fewer than three measured GPU counts: the model's parameters cannot be told apart."""
+    """Fewer than three measured GPU counts: the model's parameters cannot be told apart.
+    ``skipped``: the sweeps left out and why (projection_sweeps.Skipped), for a caller to word."""
+
+    def __init__(self, message: str, skipped: tuple = ()):
+        super().__init__(message)
+        self.skipped = tuple(skipped)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Where a Parquet-dataset ingest runs its tasks (``scaletrace ingest --parquet DIR --engine``).
 
-``local``: this machine's process pool (``pipeline/workers.py``).  ``ray``: a Ray cluster, the
+``local``: this machine's process pool (``pipeline/execute/workers.py``).  ``ray``: a Ray cluster, the
 one at ``--ray-address`` / ``RAY_ADDRESS``, else a local one started for the command and shut
 down after it.  Each yields (task, result) as tasks finish; a task that raises, or whose worker
 or node dies more often than Ray retries it, yields ``failed(reason)``: that file's one line.
@@ -12,8 +12,8 @@ import logging
 import os
 from typing import Callable, Iterator
 
-from scaletrace.pipeline.errors import EngineError
-from scaletrace.pipeline.workers import in_order, pool_size
+from scaletrace.pipeline.common.errors import EngineError
+from scaletrace.pipeline.execute.workers import in_order, pool_size
 
 ENGINES = ("local", "ray")
 RETRIES = 3  # Ray runs a task again this often when its worker or node dies

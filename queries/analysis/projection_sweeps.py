@@ -1,17 +1,21 @@
 """The projection per sweep: fitting each sweep and layout family, leave-one-out, the table that
-``scaletrace project`` prints, and the report's curve and knee (the model: reports/projection.py)."""
+``scaletrace project`` prints, and the report's curve and knee (the model: queries/analysis/projection.py)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import math
 from dataclasses import dataclass
 
 import polars as pl
 
-from scaletrace.pipeline.db import Database
-from scaletrace.reports.projection import (COLUMNS, MAX_PROJECTED_GPUS, MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, Fit,
-                                           NotIdentifiableError, Point, ProjectionError, WhatIf, fit, load_points,
-                                           parse_what_if, predict)
+from scaletrace.queries.analysis.projection import (COLUMNS, MAX_PROJECTED_GPUS, MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, Fit,
+                                                    NotIdentifiableError, Point, ProjectionError, WhatIf, fit, load_points,
+                                                    parse_what_if, predict)
+
+if TYPE_CHECKING:  # a Database is passed in: the analysis never opens one
+    from scaletrace.pipeline.store.db import Database
 
 
 # ---- the sweep-level table -----------------------------------------------------------------------
@@ -191,30 +195,15 @@ def project(db: Database, workload: str | None = None, to: list[int] | None = No
     if isinstance(what_if, str):
         what_if = parse_what_if(what_if)
     sweeps, skipped = fit_sweeps(db, workload)
-    if not sweeps and len(skipped) > MAX_SKIPPED_LINES:
-        from scaletrace.reports.charts_projection import not_projected_line  # it imports this module
-
-        raise NotIdentifiableError(not_projected_line(skipped, []).removeprefix("Projection: ").rstrip("."))
     if not sweeps:
         raise NotIdentifiableError("; ".join(map(str, skipped)) if skipped else
                                    "projection not identifiable: no sweep (runs with a workload, tokens per "
-                                   "step and ProfilerSteps) in the database")
+                                   "step and ProfilerSteps) in the database", skipped)
     rows = [r for sw in sweeps for r in sweep_rows(sw, list(to or []), what_if)]
     return pl.DataFrame(rows, schema_overrides={"num_nodes": pl.Int64, "mfu_pct": pl.Float64,
                                                 "scaling_efficiency_vs_sweep_baseline_pct": pl.Float64,
                                                 "run_id": pl.String, "notes": pl.String},
                         infer_schema_length=None).select(COLUMNS)
-
-
-def project_db(db: str | Database, workload: str | None = None, to: list[int] | None = None,
-               what_if: WhatIf | str | None = None) -> pl.DataFrame:
-    """:func:`project` on a database path or an open Database (``scaletrace.project``)."""
-    if isinstance(db, Database):
-        return project(db, workload, to, what_if)
-    from scaletrace.pipeline.db import connect
-
-    with connect(db) as database:
-        return project(database, workload, to, what_if)
 
 
 def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:

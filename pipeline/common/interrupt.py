@@ -5,7 +5,7 @@ remembered: DuckDB turns a KeyboardInterrupt raised inside a query into its own
 ``InterruptException``, which the ingest would take for one file's failure and go on, so the
 ingest's callbacks call :meth:`CtrlC.check` to raise it again.  Further SIGINTs while the
 ingest cleans up (rolls back, stops its workers) are ignored.  Parse workers ignore SIGINT
-(pipeline/workers.py): the parent stops them.
+(pipeline/execute/workers.py): the parent stops them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Turn one trace into the rows scaletrace stores (runs in a worker process).
 
-Stage 1 (``pipeline/columns.py``) reads the kept events as columns, with the compiled scanner
+Stage 1 (``pipeline/read/columns.py``) reads the kept events as columns, with the compiled scanner
 or the reference msgspec reader; stage 2 (:func:`build`, here) makes the tables from those
 columns with numpy and Arrow, deciding once per distinct category, name, stream or thread.
 
 Output: :class:`Extracted`, one pyarrow table per per-trace table of the
-database (columns as in ``pipeline/schema.sql``, without the trace key), and
+database (columns as in ``pipeline/store/schema.sql``, without the trace key), and
 the file's :class:`TraceMeta`.  What counts as a device event, a runtime call,
-a step or a collective op is ``pipeline/vocabulary.py``.
+a step or a collective op is ``pipeline/read/vocabulary.py``.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from scaletrace.pipeline import collectives as coll
-from scaletrace.pipeline import arrays, columns, families, intervals, launchers, limits
-from scaletrace.pipeline.classify import Classifier, is_collective_call
-from scaletrace.pipeline.columns import flags_by_code as by_code
-from scaletrace.pipeline.decode import Args, TraceError, check_utf8_text, decode
-from scaletrace.pipeline.schema import PER_TRACE_TABLES
-from scaletrace.pipeline.vocabulary import (COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, COMM_KERNELS, CPU_OP_CAT,
-                                            FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
-                                            RUNTIME_CATS, STEP_NAME, STEP_RE)
+from scaletrace.pipeline.read import collectives as coll
+from scaletrace.pipeline.read import arrays, columns, families, intervals, launchers
+from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.read.classify import Classifier, is_collective_call
+from scaletrace.pipeline.read.columns import flags_by_code as by_code
+from scaletrace.pipeline.read.decode import Args, TraceError, check_utf8_text, decode
+from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, COMM_KERNELS, CPU_OP_CAT,
+                                                 FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
+                                                 RUNTIME_CATS, STEP_NAME, STEP_RE)
 
 # Which stage 1 reads traces (README, "The compiled extractor"): "compiled (simdjson X.Y.Z)" when
-# pipeline/_scan.cpp is built and SCALETRACE_EXTRACTOR is not "python", else "python (msgspec)".
+# pipeline/read/_scan.cpp is built and SCALETRACE_EXTRACTOR is not "python", else "python (msgspec)".
 EXTRACTOR = columns.active_extractor()
 # What the stored rows of a trace hold, for the same bytes: an ingest parses again a trace stored under
 # another version (runsync.known_shas).  2: device_events gained launch_op, family, family_basis,
@@ -46,7 +46,7 @@ EXTRACT_VERSION = "2-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAM
 
 @dataclass
 class TraceMeta:
-    """Facts about one trace file, for its ``traces`` row (``pipeline/schema.sql``)."""
+    """Facts about one trace file, for its ``traces`` row (``pipeline/store/schema.sql``)."""
 
     rank: int | None  # distributedInfo.rank (ingest falls back to run.json, then the file name)
     world_size: int | None
@@ -65,14 +65,14 @@ class TraceMeta:
 @dataclass
 class Extracted:
     """What one trace file yields: its facts, and a pyarrow table per per-trace table of the
-    database, named as that table (columns as in ``pipeline/schema.sql``, without the trace key)."""
+    database, named as that table (columns as in ``pipeline/store/schema.sql``, without the trace key)."""
 
     meta: TraceMeta
     device_events: pa.Table  # GPU events, or CPU lanes on CPU-only traces
     cpu_events: pa.Table  # runtime calls, step annotations, collective ops
     steps: pa.Table
     collectives: pa.Table
-    interval_unions: pa.Table  # per window and set of kinds (pipeline/intervals.py)
+    interval_unions: pa.Table  # per window and set of kinds (pipeline/read/intervals.py)
     compute_islands: pa.Table  # merged compute intervals of the whole trace
 
     TABLES: ClassVar[tuple[str, ...]] = PER_TRACE_TABLES
@@ -170,7 +170,7 @@ def _strings(codes: np.ndarray, values: list) -> pa.Array:
     return arrays.dictionary(codes, values)
 
 
-_text, _ints, _array = arrays.text, arrays.int64, arrays.array  # pa.array imports pandas: pipeline/arrays.py
+_text, _ints, _array = arrays.text, arrays.int64, arrays.array  # pa.array imports pandas: pipeline/read/arrays.py
 
 
 def read(doc, classifier: Classifier, keep_python: bool = False, gpu_trace: bool = True) -> columns.Kept:
@@ -584,7 +584,7 @@ DEVICE_COLUMNS = (("event_id", pa.int64()), ("lane", pa.string()), ("stream", pa
                   ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("correlation", pa.int64()),
                   ("step", pa.int64()), ("launch_op", pa.string()), ("family", pa.string()),
                   ("family_basis", pa.string()), ("short_name", pa.string()))
-LAUNCH_COLUMNS = ("launch_op", "family", "family_basis", "short_name")  # pipeline/launchers.py
+LAUNCH_COLUMNS = ("launch_op", "family", "family_basis", "short_name")  # pipeline/read/launchers.py
 
 
 def _device_table(*columns) -> pa.Table:

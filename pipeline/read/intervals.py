@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaletrace.pipeline.vocabulary import KINDS
+from scaletrace.pipeline.read.vocabulary import KINDS
 
 SETS = {  # set -> kinds in it
     "all": KINDS,

@@ -1,7 +1,7 @@
 """Ingest into a Parquet dataset (``scaletrace ingest --parquet DIR``), trace by trace, in worker
-processes on this machine or in Ray tasks on a cluster (``pipeline/engines.py``).
+processes on this machine or in Ray tasks on a cluster (``pipeline/execute/engines.py``).
 
-The layout is the hive layout of ``scaletrace export --parquet`` (``pipeline/export.py``), so
+The layout is the hive layout of ``scaletrace export --parquet`` (``pipeline/store/export.py``), so
 every reading command opens either with ``--db DIR``::
 
     DIR/meta.parquet                                     schema version
@@ -20,7 +20,7 @@ version a changed file replaced are never read, and the end of the next ingest d
 
 The driver keeps the small tables (runs, traces, side files, this command's ingest log) in an
 in-memory DuckDB loaded from DIR, so that run.json edits, side files, rank checks and the log
-follow exactly the code of the DuckDB ingest (``pipeline/ingest.py``, ``pipeline/runsync.py``).
+follow exactly the code of the DuckDB ingest (``pipeline/execute/ingest.py``, ``pipeline/store/runsync.py``).
 """
 
 from __future__ import annotations
@@ -43,19 +43,19 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scaletrace.pipeline import runsync, schema, store
-from scaletrace.pipeline.classify import DEFAULT_RULES, Rule
-from scaletrace.pipeline.decode import TraceError
-from scaletrace.pipeline.errors import DatasetError
-from scaletrace.pipeline.export import PARTITIONED
-from scaletrace.pipeline.export import _files as export_files
-from scaletrace.pipeline.export import whole_parquet
-from scaletrace.pipeline.extract import Extracted
-from scaletrace.pipeline.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
-                                        drop_vanished, ingest_side_files, log_outcome,
-                                        missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
-                                        stored_outcome, trace_row)
-from scaletrace.pipeline.manifest import check_meta
+from scaletrace.pipeline.store import runsync, schema, write as store
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, Rule
+from scaletrace.pipeline.read.decode import TraceError
+from scaletrace.pipeline.common.errors import DatasetError
+from scaletrace.pipeline.store.export import PARTITIONED
+from scaletrace.pipeline.store.export import _files as export_files
+from scaletrace.pipeline.store.export import whole_parquet
+from scaletrace.pipeline.read.extract import Extracted
+from scaletrace.pipeline.execute.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
+                                                drop_vanished, ingest_side_files, log_outcome,
+                                                missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
+                                                stored_outcome, trace_row)
+from scaletrace.pipeline.read.manifest import check_meta
 
 TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
 STATE_TABLES = ("runs", "traces", "side_files", "step_log", "power_samples")  # written by the driver
@@ -344,9 +344,9 @@ def ingest_dataset(
     meta: dict | None = None,
 ) -> IngestReport:
     """Ingest trace files or run directories into the Parquet dataset ``out``; ``mapper`` runs
-    ``run_task`` over the tasks (``pipeline/engines.py``: local processes or Ray) and yields
+    ``run_task`` over the tasks (``pipeline/execute/engines.py``: local processes or Ray) and yields
     (task, result) as they finish.  ``meta``: run.json facts for every run, as in the DuckDB
-    ingest (``pipeline.ingest.ingest``)."""
+    ingest (``pipeline.execute.ingest.ingest``)."""
     meta = check_meta(meta)
     ds = Dataset(out)
     report = IngestReport()
@@ -488,7 +488,7 @@ def ingest_parquet(paths: Iterable[str | Path], out: str | Path, *, engine: str 
     """Ingest into the Parquet dataset ``out`` with the ``local`` process pool or on ``ray``
     (``ray_address``, else ``RAY_ADDRESS``, else a local cluster for the call); ``kwargs`` as
     :func:`ingest_dataset`.  Every reading command opens ``out`` as ``--db``."""
-    from scaletrace.pipeline import engines
+    from scaletrace.pipeline.execute import engines
 
     if engine == "ray":
         mapper = engines.ray_engine(ray_address, workers)

@@ -2,7 +2,7 @@
 // without a Python object per event (README, "The compiled extractor").
 //
 // scan(data: bytes) -> dict | None.  None means "fallback": the input holds something this scanner
-// is not certain to read exactly as the reference (pipeline/decode.py + extract.py, msgspec) does:
+// is not certain to read exactly as the reference (pipeline/read/decode.py + extract.py, msgspec) does:
 // an unexpected type, a missing or out-of-range time, a number written with an exponent or as a
 // string, a duplicate key, malformed JSON, the bare-array form...  The caller then runs the Python
 // extractor on the file, so every error message is the reference's by construction.

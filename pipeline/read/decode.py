@@ -17,7 +17,7 @@ from typing import Optional, Union
 
 import msgspec
 
-from scaletrace.pipeline import limits
+from scaletrace.pipeline.common import limits
 
 Num = Optional[Decimal]
 IntOrStr = Union[int, str, None]

@@ -4,7 +4,7 @@ A kernel's family (GEMM, attention, convolution, norm, softmax, loss, embedding,
 elementwise, optimizer, other) comes first from the op that launched it (``family_basis = 'op'``),
 as TraceLens classifies kernels by their parent op: the innermost ``cpu_op`` around the runtime
 call that launched the kernel (``record_function`` annotations excluded), found by
-``pipeline/nesting.py``.  An enclosing op of an *absorbing* family (attention, convolution, norm,
+``pipeline/read/nesting.py``.  An enclosing op of an *absorbing* family (attention, convolution, norm,
 softmax, loss, embedding, optimizer) gives its family to what runs inside it: the
 ``aten::index_select`` inside ``aten::embedding`` is embedding time, the ``aten::_log_softmax``
 inside ``aten::cross_entropy_loss`` is loss time; GEMM does not absorb (the copies inside

@@ -27,8 +27,8 @@ from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
-from scaletrace.pipeline import limits
-from scaletrace.pipeline.oneline import describe
+from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.common.oneline import describe
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _PENDING = object()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaletrace.pipeline import sidefiles
-from scaletrace.pipeline.extract import EXTRACT_VERSION
+from scaletrace.pipeline.read import sidefiles
+from scaletrace.pipeline.read.extract import EXTRACT_VERSION
 
 
 def known_shas(con, runs) -> dict[str, str]:

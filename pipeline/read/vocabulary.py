@@ -20,7 +20,11 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-# -- kinds: what every device event is classified as (pipeline/classify.py) ---------------------
+# -- kinds: what every device event is classified as (pipeline/read/classify.py) ---------------------
+# The tables whose rows come from one trace file each (keyed by trace_id; extract builds them,
+# the store's schema creates them).
+PER_TRACE_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
+
 KINDS = ("compute", "comm", "memory", "sync", "other")
 
 # -- categories ------------------------------------------------------------------------------------

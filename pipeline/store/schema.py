@@ -1,5 +1,5 @@
 """The database: its DDL (schema.sql), opening it for writing (creating or upgrading it), and
-connections that wait for another writer.  Rows are written by ``pipeline/store.py``."""
+connections that wait for another writer.  Rows are written by ``pipeline/store/write.py``."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace.pipeline.errors import DatabaseError
+from scaletrace.pipeline.common.errors import DatabaseError
+from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES
 from scaletrace.queries import definitions
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
 SCHEMA_VERSION = "1"
 # Every table, in DDL order (read from schema.sql: the one list; export and tests use it).
 TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
-# The tables whose rows come from one trace file each (keyed by trace_id; pipeline/extract.py builds them).
-PER_TRACE_TABLES = ("device_events", "cpu_events", "steps", "collectives", "interval_unions", "compute_islands")
 
 
 LOCK_WAIT_S = 300.0  # how long an ingest waits for another writer to finish

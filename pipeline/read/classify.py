@@ -4,7 +4,7 @@ Every GPU event (and, on CPU-only traces, every kept CPU event) gets one
 ``kind``: ``comm``, ``memory``, ``sync``, ``compute`` or ``other``.  The rules
 are data: an ordered list of :class:`Rule`, first match wins.  Override them
 with ``scaletrace ingest --rules FILE.json`` (a JSON list of objects with the
-same fields) or by passing ``rules=`` to :func:`pipeline.ingest`.
+same fields) or by passing ``rules=`` to :func:`pipeline.execute.ingest`.
 
 Differences from HTA 0.5.0 (``hta/utils/utils.py``), documented in the README:
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from scaletrace.pipeline import vocabulary as vocab
-from scaletrace.pipeline.families import function_name
-from scaletrace.pipeline.vocabulary import KINDS
+from scaletrace.pipeline.read import vocabulary as vocab
+from scaletrace.pipeline.read.families import function_name
+from scaletrace.pipeline.read.vocabulary import KINDS
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Write trace files' rows: each one's ``traces`` row, its run's ``runs`` row and its per-trace
-tables, in one transaction (one file's, or a batch's: pipeline/ingest.py); the DDL and connections
-are ``pipeline/schema.py``."""
+tables, in one transaction (one file's, or a batch's: pipeline/execute/ingest.py); the DDL and connections
+are ``pipeline/store/schema.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
-from scaletrace.pipeline.extract import Extracted
+from scaletrace.pipeline.read.extract import Extracted
 
 
 @dataclass(frozen=True)

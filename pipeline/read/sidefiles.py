@@ -19,7 +19,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from scaletrace.pipeline import arrays, limits
+from scaletrace.pipeline.read import arrays
+from scaletrace.pipeline.common import limits
 
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
 

@@ -23,10 +23,11 @@ from typing import Annotated, Optional
 
 import msgspec
 
-from scaletrace.pipeline import limits
-from scaletrace.pipeline.oneline import describe
+from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.common.oneline import describe
 
 MANIFEST_NAME = "run.json"
+TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 class ManifestError(ValueError):
@@ -324,3 +325,8 @@ def _fill(data: dict, key: str, value) -> bool:
         return False
     node[leaf] = value
     return True
+
+
+def is_trace_file(path: Path) -> bool:
+    """A file a run directory holds as a trace (``*.json``, ``*.json.gz``; not run.json)."""
+    return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)

@@ -3,7 +3,7 @@
 ``export_parquet(db, out)`` writes every table: the event tables partitioned
 by run and rank (hive layout, ``device_events/run_id=X/rank=3/*.parquet``),
 the others as one file each (``runs.parquet``).  ``open_parquet(dir)`` gives
-an in-memory DuckDB over those files (or a dataset's parts, pipeline/dataset.py),
+an in-memory DuckDB over those files (or a dataset's parts, pipeline/execute/dataset.py),
 with the package's query macros and reference tables (queries/definitions.py;
 the files hold none), so every query and the report run on it unchanged.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import duckdb
 
-from scaletrace.pipeline.limits import physical_memory_bytes
-from scaletrace.pipeline.schema import (PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting,
-                                       open_duckdb, register_definitions)
+from scaletrace.pipeline.common.limits import physical_memory_bytes
+from scaletrace.pipeline.store.schema import (PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting,
+                                              open_duckdb, register_definitions)
 
 PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "rank"),
                "collectives": ("run_id", "rank"), "steps": ("run_id",), "step_log": ("run_id",),
@@ -50,7 +50,7 @@ def export_parquet(db: str | Path, out: str | Path) -> dict[str, int]:
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with each table of an export or an ingest dataset (pipeline/dataset.py),
+    """An in-memory DuckDB with each table of an export or an ingest dataset (pipeline/execute/dataset.py),
     plus the package's macros and reference tables: the small tables, and the event tables when
     they fit (``IN_MEMORY_FRACTION``), loaded once; larger event tables as views over the files.
 
@@ -112,7 +112,7 @@ def damaged(path: Path, exc: BaseException) -> None:
     rest."""
     import sys
 
-    from scaletrace.pipeline.oneline import message, one_line
+    from scaletrace.pipeline.common.oneline import message, one_line
 
     sys.stderr.write(f"warning: {path}: damaged Parquet file, read without it ({one_line(message(exc), 300)})\n")
 
@@ -164,7 +164,7 @@ def _event_bytes(directory: Path) -> int:
     return total
 
 
-# The names a dataset's writers give (pipeline/dataset.py): parts are named by trace id, records by
+# The names a dataset's writers give (pipeline/execute/dataset.py): parts are named by trace id, records by
 # a 32-digit key; anything else under the folders (a conflict copy `x (1).parquet`) is not read.
 _PART_NAME = re.compile(r"^\d+\.parquet$")
 _RECORD_NAME = re.compile(r"^[0-9a-f]{32}\.parquet$")

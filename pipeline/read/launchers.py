@@ -1,7 +1,7 @@
-"""Per device event: the op that launched it, its family and its short name (``pipeline/families.py``).
+"""Per device event: the op that launched it, its family and its short name (``pipeline/read/families.py``).
 
 The launching op is the innermost ``cpu_op`` on the launching thread that contains the runtime call
-linked to the event by ``correlation`` (``pipeline/nesting.py``); ``record_function`` annotations
+linked to the event by ``correlation`` (``pipeline/read/nesting.py``); ``record_function`` annotations
 are not ops, except that an ``Optimizer.step#…`` annotation makes the kernels inside it optimizer
 time.  Decisions are taken once per distinct name and applied to whole columns.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaletrace.pipeline import columns, families, intervals
-from scaletrace.pipeline.columns import flags_by_code as by_code
-from scaletrace.pipeline.nesting import Nesting
-from scaletrace.pipeline.vocabulary import CPU_OP_CAT, KERNEL_CATS, KINDS, USER_ANNOTATION_CAT
+from scaletrace.pipeline.read import columns, families, intervals
+from scaletrace.pipeline.read.columns import flags_by_code as by_code
+from scaletrace.pipeline.read.nesting import Nesting
+from scaletrace.pipeline.read.vocabulary import CPU_OP_CAT, KERNEL_CATS, KINDS, USER_ANNOTATION_CAT
 
 FAMILY_INDEX = {f: i for i, f in enumerate(families.FAMILIES)}
 UNKNOWN = -1  # an op no rule knows (a custom op): the kernel's name decides

@@ -21,16 +21,17 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
-from scaletrace.pipeline import dbcheck, limits, oneline, runsync, schema, sidefiles, store
-from scaletrace.pipeline.classify import DEFAULT_RULES, Classifier, Rule
-from scaletrace.pipeline.decode import TraceError, unpack
-from scaletrace.pipeline.extract import (EXTRACT_VERSION, Extracted, TraceMeta, extract, rank_from_filename,
-                                        scan_or_decode, scan_padding)
-from scaletrace.pipeline.manifest import (MANIFEST_NAME, Manifest, ManifestError, apply_meta, check_meta, read_manifest,
-                                         run_row)
-from scaletrace.pipeline.workers import in_order, pool_size
+from scaletrace.pipeline.store import dbcheck, runsync, schema, write as store
+from scaletrace.pipeline.common import limits, oneline
+from scaletrace.pipeline.read import sidefiles
+from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, Rule
+from scaletrace.pipeline.read.decode import TraceError, unpack
+from scaletrace.pipeline.read.extract import (EXTRACT_VERSION, Extracted, TraceMeta, extract, rank_from_filename,
+                                              scan_or_decode, scan_padding)
+from scaletrace.pipeline.read.manifest import (TRACE_SUFFIXES, is_trace_file, MANIFEST_NAME, Manifest, ManifestError, apply_meta, check_meta, read_manifest,
+                                               run_row)
+from scaletrace.pipeline.execute.workers import in_order, pool_size
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 # A timestamp written with a decimal point anywhere in the file: HTA then rounds every
 # event to whole µs (its ts column is float), and hta_* queries must do the same.
 FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
@@ -90,10 +91,6 @@ class ParsedFile:
     json_bytes: int = 0  # uncompressed JSON size; 0 when not decoded
     extracted: Extracted | None = None  # None and no error: unchanged since the last ingest
     error: str | None = None  # one line: why the file cannot be ingested
-
-
-def is_trace_file(path: Path) -> bool:
-    return path.name != MANIFEST_NAME and path.name.endswith(TRACE_SUFFIXES)
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[Outcome]]:
@@ -248,7 +245,7 @@ TRACE_LIMIT = "the trace size limit (--max-trace-size)"
 
 
 def _failed_parse(reason: str) -> ParsedFile:
-    """parse_file's result for a file whose parse raised or whose process died (pipeline/workers.py)."""
+    """parse_file's result for a file whose parse raised or whose process died (pipeline/execute/workers.py)."""
     return ParsedFile(None, 0, error=reason)
 
 
@@ -499,7 +496,7 @@ def missing_ranks(con, run: RunDir) -> list[Outcome]:
 
 
 def ingest_side_files(con, run: RunDir) -> list[Outcome]:
-    """The collector's step and power logs of one run (pipeline/sidefiles.py)."""
+    """The collector's step and power logs of one run (pipeline/read/sidefiles.py)."""
     known = dict(con.execute("SELECT path, sha256 FROM side_files WHERE run_id = ?", [run.run_id]).fetchall())
     outcomes = []
     for path, rank, kind in sidefiles.side_files(run.path):

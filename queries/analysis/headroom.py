@@ -1,5 +1,5 @@
 """Overlap headroom: per sweep and process group, communication time per step against the compute
-still to run when it starts, measured (query overlap_headroom) and projected (reports/projection.py).
+still to run when it starts, measured (query overlap_headroom) and projected (queries/analysis/projection.py).
 
 headroom = hideable compute ÷ communication.  Above 1 a group's communication fits under the compute
 that follows its first collective of the step; below 1 it is longer, and the excess is exposed.
@@ -7,7 +7,7 @@ Strong scaling shrinks the compute per GPU while a ring collective's time stays 
 headroom falls towards 1 before exposed communication appears: the knee shows one GPU count early.
 
 Projected, for the layout family of the fastest run at a sweep's largest measured GPU count, from
-that run's measured figures carried by the fitted model (:class:`reports.projection.Fit`):
+that run's measured figures carried by the fitted model (:class:`queries.analysis.projection.Fit`):
 
 * hideable compute(N) = measured hideable × compute(N) ÷ compute(L), compute(N) = a + b/N (the
   share of the step's compute left when the group starts stays what it was);
@@ -20,10 +20,14 @@ so the projected line starts at the measured value at L.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
-from scaletrace.pipeline.db import Database
-from scaletrace.reports.projection import _dim, transfer
+from scaletrace.queries.analysis.projection import _dim, transfer
+
+if TYPE_CHECKING:  # a Database is passed in: the analysis never opens one
+    from scaletrace.pipeline.store.db import Database
 
 FACTORS = (2, 4)  # projected at these multiples of the largest measured GPU count
 COLUMNS = ["sweep", "world_size", "run_id", "process_group", "collectives", "basis", "comm_per_step_ns",
@@ -85,7 +89,7 @@ def projected(db: Database, measured: pl.DataFrame, sweeps) -> list[dict]:
 
 def headroom_table(db: Database, best: pl.DataFrame, sweeps=()) -> pl.DataFrame:
     """overlap_headroom of ``best`` (run_id, sweep, world_size: the fastest run of each sweep at each GPU
-    count) plus the projected rows of ``sweeps`` (reports.projection_sweeps.fit_sweeps), in COLUMNS."""
+    count) plus the projected rows of ``sweeps`` (queries.analysis.projection_sweeps.fit_sweeps), in COLUMNS."""
     q = db.query("overlap_headroom")
     if q.is_empty() or best.is_empty():
         return pl.DataFrame()
@@ -102,35 +106,4 @@ def headroom_table(db: Database, best: pl.DataFrame, sweeps=()) -> pl.DataFrame:
     return out.sort(["sweep", "process_group", "world_size"])
 
 
-def _gpus(n) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
-
-
-def headroom_sentences(df: pl.DataFrame) -> list[str]:
-    """Per sweep and process group, the first GPU count where its communication is longer than the
-    compute that can hide it (headroom < 1), measured, else projected; nothing where it never is."""
-    from scaletrace.reports.words import duration, figure
-
-    if df.is_empty():
-        return []
-    out = []
-    for (sweep, group), part in df.sort("world_size").group_by(["sweep", "process_group"], maintain_order=True):
-        short = part.filter(pl.col("headroom_ratio") < 1)
-        if short.is_empty():
-            continue
-        r = short.row(0, named=True)
-        gpus = _gpus(r["world_size"])
-        verb = "takes" if r["basis"] == MEASURED else "is projected to take"
-        before = part.filter(pl.col("world_size") < r["world_size"])
-        prev = (f"; at {_gpus(before['world_size'][-1])} its headroom was {figure(before['headroom_ratio'][-1])}"
-                if not before.is_empty() and before["headroom_ratio"][-1] is not None else "")
-        hide = r["hideable_compute_per_step_ns"]
-        against = (f"against {duration(hide)} of compute left to hide it" if hide and hide > 0
-                   else "with no compute left to hide it")
-        out.append(f"{sweep}, process group {group} ({r['collectives']}): at {gpus} its communication {verb} "
-                   f"{duration(r['comm_per_step_ns'])} per step {against} (headroom {figure(r['headroom_ratio'])}, "
-                   f"below 1: the excess is exposed){prev}.")
-    return out
-
-
-__all__ = ["headroom_sentences", "headroom_table", "projected"]
+__all__ = ["headroom_table", "projected"]

@@ -85,7 +85,7 @@ CREATE TABLE IF NOT EXISTS device_events (
     step        BIGINT
 );
 
--- added with kernel_summary (pipeline/launchers.py, pipeline/families.py): the op that launched the
+-- added with kernel_summary (pipeline/read/launchers.py, pipeline/read/families.py): the op that launched the
 -- event, the compute family it gives (or the kernel's base name gives) and the base name
 ALTER TABLE device_events ADD COLUMN IF NOT EXISTS launch_op VARCHAR;
 ALTER TABLE device_events ADD COLUMN IF NOT EXISTS family VARCHAR;

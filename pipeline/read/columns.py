@@ -3,8 +3,8 @@
 Two readers give the same :class:`Kept`:
 
 * the reference, :func:`read_python`: msgspec decodes every event into an ``Event`` struct and
-  Python filters and validates it, event by event (``pipeline/decode.py``);
-* the compiled scanner, :func:`read_compiled`: ``pipeline/_scan.cpp`` (simdjson On-Demand) turns
+  Python filters and validates it, event by event (``pipeline/read/decode.py``);
+* the compiled scanner, :func:`read_compiled`: ``pipeline/read/_scan.cpp`` (simdjson On-Demand) turns
   the JSON into columns of every complete event, and the keep / drop decisions are taken here
   once per distinct category and name, then applied to whole columns.  Whatever the scanner is
   not certain to read exactly as the reference does, it refuses ("fallback": ``None``), and the
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from scaletrace.pipeline import limits, oneline
-from scaletrace.pipeline.families import OPTIMIZER_ANNOTATION_RE
-from scaletrace.pipeline.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
-                                       TraceError, iter_events)
-from scaletrace.pipeline.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
-                                            PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
-                                            USER_ANNOTATION_CAT)
+from scaletrace.pipeline.common import limits, oneline
+from scaletrace.pipeline.read.families import OPTIMIZER_ANNOTATION_RE
+from scaletrace.pipeline.read.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
+                                             TraceError, iter_events)
+from scaletrace.pipeline.read.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
+                                                 PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
+                                                 USER_ANNOTATION_CAT)
 
 try:  # built by setup.py where a compiler and simdjson are present
-    from scaletrace.pipeline import _scan
+    from scaletrace.pipeline.read import _scan
 except ImportError:  # pragma: no cover - depends on the build
     _scan = None
 
@@ -259,7 +259,7 @@ def needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
 
 
 def launcher_on_gpu_trace(cat: str, name: str) -> bool:
-    """CPU events read beside GPU activity to find each kernel's launching op (``pipeline/launchers.py``)
+    """CPU events read beside GPU activity to find each kernel's launching op (``pipeline/read/launchers.py``)
     but not stored: every op, and the optimizer-step annotations."""
     return cat == CPU_OP_CAT or (cat == USER_ANNOTATION_CAT and OPTIMIZER_ANNOTATION_RE.match(name) is not None)
 

@@ -1,16 +1,16 @@
 """Collective names: one canonical spelling from kernel args, CPU ops or kernel names.
 
-The spellings themselves (prefixes, kernel-name pattern, canonical names) are ``pipeline/vocabulary.py``."""
+The spellings themselves (prefixes, kernel-name pattern, canonical names) are ``pipeline/read/vocabulary.py``."""
 
 from __future__ import annotations
 
 import bisect
 import re
 
-from scaletrace.pipeline.families import function_name
-from scaletrace.pipeline.vocabulary import (CANONICAL_COLLECTIVES, COLLECTIVE_KERNEL_RE, COLLECTIVE_NAME_NOISE,
-                                            COLLECTIVE_NAME_PREFIXES, COMM_KERNELS, CPU_COMM_PREFIXES,
-                                            GENERIC_KERNEL_COLLECTIVE)
+from scaletrace.pipeline.read.families import function_name
+from scaletrace.pipeline.read.vocabulary import (CANONICAL_COLLECTIVES, COLLECTIVE_KERNEL_RE, COLLECTIVE_NAME_NOISE,
+                                                 COLLECTIVE_NAME_PREFIXES, COMM_KERNELS, CPU_COMM_PREFIXES,
+                                                 GENERIC_KERNEL_COLLECTIVE)
 
 _PREFIXES = (*COLLECTIVE_NAME_PREFIXES, *CPU_COMM_PREFIXES)  # stripped: `nccl:all_reduce` -> `all_reduce`
 

@@ -11,8 +11,8 @@ import duckdb
 import polars as pl
 
 from scaletrace import queries
-from scaletrace.pipeline import limits, sandbox
-from scaletrace.pipeline.schema import DatabaseError, _first_line, connect_waiting, register_definitions
+from scaletrace.pipeline.common import limits, sandbox
+from scaletrace.pipeline.store.schema import DatabaseError, _first_line, connect_waiting, register_definitions
 
 # Query parameters that must name something in the database, so that a typo is an
 # error and not an empty table: parameter -> (what it names, plural, SQL of the known values).
@@ -115,7 +115,7 @@ class Database:
         if not_db:
             raise DatabaseError(not_db)
         if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
-            from scaletrace.pipeline.export import open_parquet
+            from scaletrace.pipeline.store.export import open_parquet
 
             self.con = open_parquet(self.path)
             self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
@@ -294,7 +294,7 @@ def _to_polars(data) -> pl.DataFrame:
 
 def _is_trace(path: Path) -> bool:
     """A trace file by its name (the names ingest reads) or its first bytes (gzip or JSON, not DuckDB's)."""
-    from scaletrace.pipeline.ingest import is_trace_file
+    from scaletrace.pipeline.read.manifest import is_trace_file
 
     if is_trace_file(path):
         return True
@@ -308,7 +308,7 @@ def _is_trace(path: Path) -> bool:
 
 def _holds_traces(path: Path, limit: int = 10_000) -> bool:
     """A trace file somewhere under ``path`` (among the first ``limit`` entries)."""
-    from scaletrace.pipeline.ingest import is_trace_file
+    from scaletrace.pipeline.read.manifest import is_trace_file
 
     for i, found in enumerate(path.rglob("*")):
         if i >= limit:

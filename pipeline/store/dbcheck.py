@@ -12,8 +12,9 @@ from functools import lru_cache
 
 import duckdb
 
-from scaletrace.pipeline import oneline, schema
-from scaletrace.pipeline.schema import DatabaseError
+from scaletrace.pipeline.common import oneline
+from scaletrace.pipeline.store import schema
+from scaletrace.pipeline.store.schema import DatabaseError
 
 MAX_NAMED = 6  # tables named in one error line
 
@@ -69,7 +70,7 @@ def check_ours(con, db) -> None:
 
 @lru_cache(maxsize=1)
 def expected_columns() -> dict[str, set[tuple[str, str]]]:
-    """(column, type) of every table of pipeline/schema.sql (older files may lack the newest columns:
+    """(column, type) of every table of pipeline/store/schema.sql (older files may lack the newest columns:
     schema.sql adds them)."""
     con = schema.open_duckdb()
     try:
