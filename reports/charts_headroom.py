@@ -41,10 +41,13 @@ def build_overlap_headroom(df: pl.DataFrame) -> alt.FacetChart | alt.LayerChart:
     points = alt.Chart().mark_point(filled=True, size=40).transform_filter(alt.datum.role == "point").encode(
         x=gpus_axis(df), y=y, color=colour, tooltip=tooltip)
     one = alt.Chart().mark_rule(color="#a00", strokeDash=[2, 2]).encode(y=alt.datum(1, type="quantitative"))
-    # labels on the projected points only (the measured values are in the tooltips): no two collide
+    # labels on the projected points only (the measured values are in the tooltips): no two collide. The
+    # other points get an empty label rather than being filtered out, so no facet's layer is empty (a
+    # sweep without a projection would give Vega an empty x extent)
     labels = alt.Chart().mark_text(dx=4, dy=-9, align="left", fontSize=LABEL_FONT, color="#333").transform_filter(
-        (alt.datum.role == "point") & (alt.datum.basis == PROJECTED)).encode(
-        x=gpus_axis(df), y=y, text=alt.Text("headroom_ratio:Q", format=".2~r"))
+        alt.datum.role == "point").encode(
+        x=gpus_axis(df), y=y, text=alt.condition(alt.datum.basis == PROJECTED,
+                                                 alt.Text("headroom_ratio:Q", format=".2~r"), alt.value("")))
     chart = alt.layer(line, points, labels, one)
     title = alt.TitleParams("Overlap headroom per process group (below 1: communication longer than the "
                             "compute left to hide it)", subtitle=wrap(headroom_sentences(df)), subtitleFontSize=11,
