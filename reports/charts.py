@@ -95,10 +95,12 @@ CHARTS = [
               "labelled 'p50 · p95'." + SLIVERS,
               "No step time: the traces have no ProfilerStep annotations and the run no step log.",
               "breakdown", _has("step_time_ns"), build_step_time),
-    ChartSpec("breakdown", "Where step time goes (% of span)",
-              "Each part as a share of the rank's traced span, averaged over the run's ranks (the runs "
-              "table's figures, unrounded); the five parts sum to 100 %. The right panel shows "
-              "communication that ran under compute, as a share of the span, averaged over ranks." + SLIVERS,
+    ChartSpec("breakdown", "Where step time goes (% of the steps' window)",
+              "Each part as a share of the rank's window of its profiled steps (first device event the steps "
+              "launched to the last one's end, gaps between steps included; the whole trace without "
+              "ProfilerSteps), averaged over the run's ranks (the runs table's figures, unrounded); the five "
+              "parts sum to 100 %. The right panel shows communication that ran under compute, as a share of "
+              "the same window, averaged over ranks." + SLIVERS,
               "No device activity in the traces.", "breakdown", _has("compute_pct"), build_step_breakdown),
     ChartSpec("comm_vs_compute", "Communication vs compute per step",
               "For the fastest run of each sweep at each GPU count: compute, communication and exposed "

@@ -146,7 +146,9 @@ def run_sections(sentences: pl.DataFrame) -> str:
 
 
 TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
-                "% of step: the part ÷ the rank's traced span, averaged over the run's ranks "
+                "% of step: the part ÷ the rank's window of its profiled steps (first device event the steps "
+                "launched to the last one's end, gaps between steps included; the whole trace without "
+                "ProfilerSteps), averaged over the run's ranks "
                 "(exposed comm = communication not hidden under compute). Where the device's activity "
                 f"spans under {SLIVER_PCT:g} % of the step, the shares describe that sliver, not the step, "
                 f"and the table says so instead. {INFERRED_MARK}: rests on a fact read from the trace, not "
