@@ -90,7 +90,9 @@ CHARTS = [
               "Each run's step time (median over steps of the slowest rank, labelled at the bar's end): "
               "compute, exposed communication, exposed memory and other in ms per profiled step (inside the "
               "step's window, mean over ranks and steps: the figures of the communication vs compute chart), "
-              "and idle, the rest of the step time, when the device did nothing (query run_breakdown). The whisker "
+              "and idle, the rest of the step time, when the device did nothing (query run_breakdown; where the step "
+              "log's step is longer or shorter than the profiled steps' device window, this rest differs from the "
+              "idle chart's idle, which is of that window). The whisker "
               "runs from the median step (the bar) to the 95th percentile over steps (query step_time_spread), "
               "labelled 'p50 · p95'." + SLIVERS,
               "No step time: the traces have no ProfilerStep annotations and the run no step log.",

@@ -31,6 +31,7 @@ import polars as pl
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.device_share import sliver_words
+from scaletrace.reports.order import sort_runs
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run
 from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, number, present, share
 
@@ -70,7 +71,7 @@ def load_tables(db: Database, runs: list[str] | None = None, summary: pl.DataFra
         kernels = None
     if kernels is not None and not set(KERNEL_COLUMNS) <= set(kernels.columns):
         kernels = None
-    return RunTables(rows("run_summary"), rows("run_device_share"), rows("idle_breakdown"),
+    return RunTables(sort_runs(rows("run_summary")), rows("run_device_share"), rows("idle_breakdown"),
                      rows("compute_efficiency"), rows("op_efficiency"), rows("run_exposed_comm_by_group"),
                      rows("rank_wait"), kernels)
 
@@ -84,7 +85,7 @@ def describe_runs(db: Database, runs: list[str] | None = None) -> pl.DataFrame:
 
 def run_sentences(t: RunTables) -> pl.DataFrame:
     """One row per sentence: run_id, about (step, sliver, idle, communication, straggler, compute,
-    kernels), sentence; runs in run_summary's order."""
+    kernels), sentence; runs in run order (reports.order: workload, GPU count numerically, layout)."""
     def by_run(df: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
         if df is None or df.is_empty():
             return {}

@@ -28,8 +28,8 @@ from scaletrace.reports import build_report
 from scaletrace.reports.charts_projection import not_projected_line
 from scaletrace.reports.explain import explain
 from scaletrace.queries.analysis.projection_sweeps import Skipped
-from scaletrace.reports.run_explain import (comm_sentence, compute_sentence, idle_sentence, kernel_sentence,
-                                            step_sentence, straggler_sentence)
+from scaletrace.reports.run_explain import (comm_sentence, compute_sentence, describe_runs, idle_sentence,
+                                            kernel_sentence, step_sentence, straggler_sentence)
 from scaletrace.reports.words import duration, share
 
 SLIVER_PCT = 10  # the rule as specified: device activity covering under 10 % of the step is a sliver
@@ -602,3 +602,14 @@ def test_not_identifiable_is_one_line_per_report(tmp_path):
 ])
 def test_not_projected_line(skipped, projected, expected):
     assert not_projected_line(skipped, projected) == expected
+
+
+def test_runs_are_described_in_run_order_not_as_text(tmp_path):
+    # run ids that sort wrongly as text (w-16 < w-2 < w-8): the sentences follow the GPU count
+    for n in (16, 2, 8):
+        write_run(tmp_path, SynthRun(f"w-{n}", ranks=n, steps=1, workload="w"))
+    db = tmp_path / "o.duckdb"
+    assert not ingest([tmp_path], db=db, workers=1).errors
+    with connect(db) as database:
+        order = describe_runs(database)["run_id"].unique(maintain_order=True).to_list()
+    assert order == ["w-2", "w-8", "w-16"]
