@@ -42,7 +42,7 @@ def test_only_top_level_name_is_scaletrace(wheel):
     assert top == {"scaletrace", f"{'-'.join(wheel.name.split('-')[:2])}.dist-info"}
     # what the package reads at run time ships with it
     for needed in ("scaletrace/cli.py", "scaletrace/collectors/_boot/sitecustomize.py",
-                   "scaletrace/queries/run_summary.sql", "scaletrace/pipeline/schema.sql",
+                   "scaletrace/queries/run_summary.sql", "scaletrace/pipeline/store/schema.sql",
                    "scaletrace/collectors/demo_sweep.toml"):
         assert needed in names
     # every definition file (one per macro / reference table) registered on each connection
