@@ -408,20 +408,10 @@ class Batch:
         self.items.append((item, pending, moving, outcome))
 
     def _stage(self, path: Path, run: RunDir, parsed: ParsedFile, pending, moving) -> Outcome:
-        if parsed.error:
-            return Outcome(str(path), "error", parsed.error, run.run_id)
-        extracted = parsed.extracted
-        if extracted is None:
-            return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
-        try:
-            rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
-                                              lambda: stored_others(self.con, run.run_id, path))
-            check_clash(self.con, run.run_id, rank, path, pending, moving)
-        except ClashWithPending:
-            return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
-        except TraceError as exc:
-            return Outcome(str(path), "error", str(exc), run.run_id)
-        trace = trace_row(path, run.run_id, rank, rank_source, parsed)
+        placed = _place(self.con, path, run, parsed, pending, moving)
+        if isinstance(placed, Outcome):
+            return placed
+        trace, extracted = placed
         fresh = run.run_id not in self.written_runs and run.run_id not in self.runs
         trace_id = store.put_trace(self.con, trace, run.row() if fresh else None)
         self.runs.add(run.run_id)
@@ -633,8 +623,9 @@ def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None
     return notes
 
 
-def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
-           pending: set[str] | frozenset = frozenset(), moving: dict[str, int] | None = None) -> Outcome:
+def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving):
+    """A parsed file's traces row and tables, or the Outcome that ends it here: its parse error,
+    unchanged, deferred behind a pending file that holds its rank, or a rank it cannot take."""
     if parsed.error:
         return Outcome(str(path), "error", parsed.error, run.run_id)
     extracted = parsed.extracted
@@ -648,7 +639,15 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
         return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
-    trace = trace_row(path, run.run_id, rank, rank_source, parsed)
+    return trace_row(path, run.run_id, rank, rank_source, parsed), extracted
+
+
+def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
+           pending: set[str] | frozenset = frozenset(), moving: dict[str, int] | None = None) -> Outcome:
+    placed = _place(con, path, run, parsed, pending, moving)
+    if isinstance(placed, Outcome):
+        return placed
+    trace, extracted = placed
     try:
         row = None if run.run_id in written_runs else run.row()
         store.replace_trace(con, trace, row, extracted)
