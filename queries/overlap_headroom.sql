@@ -33,28 +33,19 @@ per_step AS (
            list(DISTINCT collective ORDER BY collective) AS collectives
     FROM c GROUP BY ALL
 ),
-step_compute AS (
-    SELECT trace_id, step, max(ts_ns + dur_ns) AS compute_end_ns
-    FROM device_events WHERE kind = 'compute' AND step IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
-    GROUP BY trace_id, step
-),
-step_union AS (
-    SELECT trace_id, step, union_ns AS compute_ns FROM interval_unions
-    WHERE set_name = 'compute' AND step IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
-),
 hideable AS (
     SELECT p.trace_id, p.step, p.process_group,
            coalesce(sum(greatest(0, least(i.end_ns, s.compute_end_ns) - greatest(i.start_ns, p.first_start_ns))), 0)
                AS hideable_ns
-    FROM per_step p LEFT JOIN step_compute s USING (trace_id, step)
+    FROM per_step p LEFT JOIN step_compute($run_id) s USING (trace_id, step)
     LEFT JOIN compute_islands i ON i.trace_id = p.trace_id AND i.end_ns > p.first_start_ns
          AND i.start_ns < s.compute_end_ns
     GROUP BY p.trace_id, p.step, p.process_group
 ),
 joined AS (
-    SELECT p.*, h.hideable_ns, coalesce(u.compute_ns, 0) AS compute_ns
+    SELECT p.*, h.hideable_ns, coalesce(s.compute_ns, 0) AS compute_ns
     FROM per_step p JOIN hideable h USING (trace_id, step, process_group)
-    LEFT JOIN step_union u USING (trace_id, step)
+    LEFT JOIN step_compute($run_id) s USING (trace_id, step)
 )
 SELECT j.run_id, r.workload, r.world_size, j.process_group,
        array_to_string(list_sort(list_distinct(flatten(list(j.collectives)))), ', ') AS collectives_seen,

@@ -20,27 +20,18 @@ WITH c AS (
     SELECT w.*, d.step FROM collective_waits($run_id) w JOIN device_events d USING (trace_id, event_id)
     WHERE d.step IS NOT NULL
 ),
-step_compute AS (
-    SELECT trace_id, step, max(ts_ns + dur_ns) AS compute_end_ns
-    FROM device_events WHERE kind = 'compute' AND step IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
-    GROUP BY trace_id, step
-),
-step_union AS (
-    SELECT trace_id, step, union_ns AS compute_ns FROM interval_unions
-    WHERE set_name = 'compute' AND step IS NOT NULL AND ($run_id IS NULL OR run_id = $run_id)
-),
 after AS (
     SELECT c.trace_id, c.event_id,
            coalesce(sum(greatest(0, least(i.end_ns, s.compute_end_ns) - greatest(i.start_ns, c.start_ns))), 0)
                AS after_ns
-    FROM c JOIN step_compute s USING (trace_id, step)
+    FROM c JOIN step_compute($run_id) s USING (trace_id, step)
     LEFT JOIN compute_islands i ON i.trace_id = c.trace_id AND i.end_ns > c.start_ns
          AND i.start_ns < s.compute_end_ns
     GROUP BY c.trace_id, c.event_id
 ),
 per AS (
-    SELECT c.*, a.after_ns / nullif(u.compute_ns, 0) AS room
-    FROM c LEFT JOIN after a USING (trace_id, event_id) LEFT JOIN step_union u USING (trace_id, step)
+    SELECT c.*, a.after_ns / nullif(s.compute_ns, 0) AS room
+    FROM c LEFT JOIN after a USING (trace_id, event_id) LEFT JOIN step_compute($run_id) s USING (trace_id, step)
 ),
 transfer AS (
     SELECT run_id, pg_key, collective, median(transfer_ns)::BIGINT AS transfer_ns
