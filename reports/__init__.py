@@ -8,13 +8,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
-
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
+from scaletrace.reports import _altair  # noqa: F401  first: every chart module imports Altair
 from scaletrace.pipeline.store.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
@@ -68,7 +69,11 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     """Write the HTML report of the runs in ``db`` (a path or a ``pipeline.connect`` Database; all
     runs, or only ``runs``); PNG/SVG per chart on request.  Missing output directories are
     created (listed in ``created_dirs``).  Raises ReportError when the database holds no runs or
-    ``runs`` names one it does not hold; nothing is written then."""
+    ``runs`` names one it does not hold; nothing is written then.  An output that cannot be
+    written raises its OSError before any work (the charts of a large database take seconds)."""
+    for path in (out, png_dir, svg_dir):
+        if path:
+            _check_writable(Path(path))
     if isinstance(db, Database):
         data = report_data.load(db, runs)
         source = db.path
@@ -109,6 +114,19 @@ def _sections(drawn, data: report_data.ReportData) -> dict[str, tuple[str, list[
     return out
 
 
+def _check_writable(path: Path) -> None:
+    """Raise the OSError that writing ``path`` (a file, or a directory to create) would raise,
+    judged from its nearest existing ancestor, without creating anything."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe != path and not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    mode = os.W_OK | (os.X_OK if probe.is_dir() else 0)
+    if not os.access(probe, mode, effective_ids=os.access in os.supports_effective_ids):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
 def _make_dirs(directory: Path) -> list[Path]:
     """Create ``directory`` and its parents; returns it when it did not exist."""
     if directory.is_dir():
@@ -144,7 +162,6 @@ def static_svgs(drawn) -> dict[str, str]:
     vl-convert cannot render is left out of them (the page still draws it with JavaScript).
     ``SCALETRACE_STATIC_SVGS=0`` leaves them all out (about 0.4 s a chart; the test suite sets it
     except where it checks them)."""
-    import os
 
     import vl_convert
 
