@@ -205,10 +205,10 @@ ints = mostly(plain_ints, st.one_of(st.integers(-2**64, 2**64).map(str),
                                     st.sampled_from(['"3"', "null", "1.0", '"x"', "-9223372036854775808"])))
 plain_strings = st.one_of(
     st.sampled_from(["kernel", "Kernel", "cuda_runtime", "cpu_op", "python_function", "gpu_user_annotation", "trace",
-                     "gpu_memcpy", "Memset", "cuda_driver", "user_annotation"]),
+                     "gpu_memcpy", "Memset", "cuda_driver", "user_annotation", "cuda_sync"]),
     st.sampled_from(["ProfilerStep#3", "ProfilerStep#12", "ncclKernel_AllReduce_RING", "nccl:all_reduce",
                      "record_param_comms", "aten::mm", "aten::addmm", "gemm", "cudaLaunchKernel", "gloo:all_reduce",
-                     "c10d::allreduce_", "Memcpy HtoD", "", "ProfilerStep#"]),
+                     "c10d::allreduce_", "Memcpy HtoD", "", "ProfilerStep#", "Stream Wait Event"]),
     st.text(max_size=6)).map(_text)
 strings = mostly(plain_strings, st.sampled_from(["null", "5", '"\\u006bernel"', '"caf\\u00e9"', '"a\\"b"']))
 pids = mostly(st.integers(0, 5).map(str), st.sampled_from(['"Spans"', "null", '"7"', "1.5", "-1"]))
@@ -221,6 +221,7 @@ ARG_KINDS = {"correlation": ints, "stream": ints, "device": ints, "External id":
              "Input Dims": st.sampled_from(["[[1, 2], [3]]", "[]", "null", '[[4,4],[4, 4]]']),
              "Input type": st.sampled_from(['["float", "float"]', '[""]', "{}"]),
              "Concrete Inputs": st.sampled_from(['["", "1"]', "[]"]),
+             "wait_on_stream": ints, "wait_on_cuda_event_record_corr_id": ints,
              "other": st.sampled_from(["[1, {}]", '"x"', "true", "null", "1.5e300"])}
 arg_pair = st.sampled_from(sorted(ARG_KINDS)).flatmap(lambda k: st.tuples(st.just(k), ARG_KINDS[k]))
 args = mostly(st.lists(arg_pair, max_size=5).map(
@@ -289,6 +290,26 @@ def test_the_scanner_reads_generated_traces_too():
     assert columns.scan(data) is not None
     found = stage1(data)
     assert found[0] == found[1]
+
+
+def test_the_scanner_reads_sync_waits(tmp_path):
+    """A Kineto CUDA sync event's wait (``wait_on_stream``, ``wait_on_cuda_event_record_corr_id``)
+    is read by the scanner, not left to the reference, and stored as the reference stores it."""
+    sync = {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": 3, "dur": 0,
+            "args": {"device": 0, "stream": 20, "correlation": 9, "wait_on_stream": 7,
+                     "wait_on_cuda_event_record_corr_id": 5, "wait_on_cuda_event_id": 2}}
+    kernel = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+              "args": {"stream": 7, "correlation": 4}}
+    data = json.dumps({"traceEvents": [kernel, sync]}).encode()
+    assert columns.scan(data) is not None
+    found = stage1(data)
+    assert found[0] == found[1]
+    path = tmp_path / "rank0.json"
+    path.write_bytes(data)
+    reference, ours = both(path)
+    assert ours == reference
+    rows = {r["name"]: (r["wait_stream"], r["wait_event_corr"]) for r in ours[3]["device_events"]}
+    assert rows == {"gemm": (None, None), "Stream Wait Event": (7, 5)}
 
 
 def test_forcing_the_reference(monkeypatch):

@@ -224,11 +224,12 @@ inline void once(unsigned &seen, unsigned key) {
   seen |= key;
 }
 
-enum Rare : int64_t { RARE_COLLECTIVE = 1, RARE_SHAPES = 2 };
+// columns.py's RARE_* (the same values): why Python decodes an event's text
+enum Rare : int64_t { RARE_COLLECTIVE = 1, RARE_SHAPES = 2, RARE_SYNC = 4 };
 
 struct ArgsRead {
   int64_t corr = NONE, stream = NONE, device = NONE;
-  int64_t rare = 0;  // Rare bits: collective metadata or recorded shapes, decoded in Python from the event's text
+  int64_t rare = 0;  // Rare bits: collective metadata, a sync wait or recorded shapes, decoded in Python from the event's text
 };
 
 void read_args(ondemand::object o, ArgsRead &a) {
@@ -287,6 +288,14 @@ void read_args(ondemand::object o, ArgsRead &a) {
     } else if (key == "Concrete Inputs") {
       once(seen, 16384);
       walk(v);
+    } else if (key == "wait_on_stream") {  // a CUDA sync event's wait (Kineto, enable_cuda_sync_events)
+      once(seen, 32768);
+      if (!is_null(v)) a.rare |= RARE_SYNC;
+      int_or_str(v);
+    } else if (key == "wait_on_cuda_event_record_corr_id") {
+      once(seen, 65536);
+      if (!is_null(v)) a.rare |= RARE_SYNC;
+      int_or_str(v);
     } else {
       walk(v);
     }

@@ -75,7 +75,7 @@ class Side:
     stream: np.ndarray  # int64, NONE when absent
     device: np.ndarray
     corr: np.ndarray
-    args: dict = field(default_factory=dict)  # position -> Args, events with collective metadata
+    args: dict = field(default_factory=dict)  # position -> Args, events with collective metadata or a sync wait
     shapes: dict = field(default_factory=dict)  # position -> (Input Dims, Input type, Concrete Inputs)
 
     def __len__(self) -> int:
@@ -169,7 +169,7 @@ class _Builder:
             stream = to_int(a.stream, "stream", index)
             device = to_int(a.device, "device", index)
             corr = to_int(a.correlation, "correlation", index)
-            if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
+            if keeps_args(a):
                 self.args[len(self.index)] = a
             if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
                 self.shapes[len(self.index)] = _shapes(a)
@@ -190,6 +190,13 @@ class _Builder:
 
 
 _CODES = ("cat", "name", "pid", "tid")
+
+
+def keeps_args(a: Args) -> bool:
+    """Whether an event's args are kept (``Side.args``): collective metadata, or a CUDA sync
+    event's wait (the stream and cudaEventRecord it waited on)."""
+    return (a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None
+            or a.wait_stream is not None or a.wait_event_corr is not None)
 
 
 def _shapes(a: Args) -> tuple:
@@ -267,6 +274,7 @@ def launcher_on_gpu_trace(cat: str, name: str) -> bool:
 # -- the compiled scanner: columns of every complete event, decisions per distinct value ----------
 
 _EVENT = msgspec.json.Decoder(Event)
+RARE_COLLECTIVE, RARE_SHAPES, RARE_SYNC = 1, 2, 4  # _scan.cpp's Rare bits: why an event's text is decoded here
 
 
 class Scanned:
@@ -317,17 +325,19 @@ def scan(data: bytes, buffer: bytearray | None = None) -> Scanned | None:
 
 
 def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
-    """Collective metadata and recorded shapes of the few events that carry them: each event's
-    JSON text decoded by msgspec, as the reference decodes it."""
+    """Collective metadata, sync waits and recorded shapes of the few events that carry them: each
+    event's JSON text decoded by msgspec, as the reference decodes it."""
     rows = np.frombuffer(rare, dtype=np.int64).reshape(-1, 4)  # position, start, end, what (_scan.cpp Rare)
     flop = flags_by_code(vocab.names, lambda n: FLOP_OP_RE.match(n) is not None)
-    wanted = (rows[:, 3] & 1).astype(bool) | ((rows[:, 3] & 2).astype(bool) & flop[every.name[rows[:, 0]]])
+    what = rows[:, 3]
+    wanted = (what & (RARE_COLLECTIVE | RARE_SYNC)).astype(bool) | ((what & RARE_SHAPES).astype(bool)
+                                                                    & flop[every.name[rows[:, 0]]])
     for position, start, end, _ in rows[wanted].tolist():  # shapes are kept for FLOP-counted ops only
         try:
             a = _EVENT.decode(bytes(data[start:end]).rstrip(b" \t\r\n,")).args
         except msgspec.DecodeError:  # not expected after the scan: let the reference decide
             return False
-        if a.collective_name is not None or a.pg_name is not None or a.in_nelems is not None:
+        if keeps_args(a):
             every.args[position] = a
         if len(a.input_dims) and FLOP_OP_RE.match(vocab.names[every.name[position]]):
             every.shapes[position] = _shapes(a)

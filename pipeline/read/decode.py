@@ -41,6 +41,8 @@ class Args(msgspec.Struct, rename={
     "input_dims": "Input Dims",
     "input_types": "Input type",
     "concrete_inputs": "Concrete Inputs",
+    "wait_stream": "wait_on_stream",
+    "wait_event_corr": "wait_on_cuda_event_record_corr_id",
 }):
     correlation: IntOrStr = None
     external_id: IntOrStr = None
@@ -54,6 +56,10 @@ class Args(msgspec.Struct, rename={
     pg_name: IntOrStr = None
     pg_desc: Optional[str] = None
     seq: IntOrStr = None
+    # CUDA sync events (Kineto `cuda_sync`, with enable_cuda_sync_events): the stream the waited-for
+    # CUDA event was recorded on and the correlation id of its cudaEventRecord call
+    wait_stream: IntOrStr = None
+    wait_event_corr: IntOrStr = None
     # recorded shapes (record_shapes=True) of FLOP-counted ops: kept as the raw JSON text,
     # parsed in SQL at read time (queries/macros/op_flops.sql); empty when absent
     input_dims: msgspec.Raw = msgspec.Raw()

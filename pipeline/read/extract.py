@@ -38,9 +38,9 @@ from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NA
 EXTRACTOR = columns.active_extractor()
 # What the stored rows of a trace hold, for the same bytes: an ingest parses again a trace stored under
 # another version (runsync.known_shas).  2: device_events gained launch_op, family, family_basis,
-# short_name; the digest follows the family and communication tables, so a release that changes a
-# rule re-classifies stored traces on their next ingest.
-EXTRACT_VERSION = "2-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
+# short_name; 3: wait_stream, wait_event_corr (CUDA sync events); the digest follows the family and
+# communication tables, so a release that changes a rule re-classifies stored traces on their next ingest.
+EXTRACT_VERSION = "3-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
                                               COMM_KERNELS)).encode()).hexdigest()[:12]
 
 
@@ -441,8 +441,24 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
     device = _device_table(_int64(dev.index), _lanes(dev, vocab), _nullable(dev.stream), _nullable(dev.device),
                            _strings(dev.cat, vocab.cats), _strings(dev.name, vocab.names), _strings(kind, KINDS),
                            _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step,
-                           *(_strings(*named[c]) for c in LAUNCH_COLUMNS))
+                           *(_strings(*named[c]) for c in LAUNCH_COLUMNS), *_sync_waits(dev))
     return device, _collectives_table(coll_rows), _span_arrays(spans)
+
+
+def _sync_waits(dev: columns.Side) -> tuple[pa.Array, pa.Array]:
+    """wait_stream, wait_event_corr: a CUDA sync event's ``wait_on_stream`` and
+    ``wait_on_cuda_event_record_corr_id`` as written (Kineto writes -1 where CUPTI did not say);
+    NULL on every other event."""
+    stream = np.full(len(dev), NONE, dtype=np.int64)
+    corr = stream.copy()
+    for position, a in dev.args.items():
+        index = int(dev.index[position])
+        for out, value, what in ((stream, a.wait_stream, "wait_on_stream"),
+                                 (corr, a.wait_event_corr, "wait_on_cuda_event_record_corr_id")):
+            number = columns.to_int(value, what, index)
+            if number is not None:
+                out[position] = number
+    return _nullable(stream), _nullable(corr)
 
 
 def _span_arrays(spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -541,7 +557,7 @@ def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifi
         _int64(row_ts), _int64(row_dur), nulls, steps.at_many(row_ts),
         no_text,  # the op is its own launcher
         _strings(family_codes, [launchers.cpu_family(vocab.names[c]) for c in family_names] + [None]),
-        _strings(np.where(row_compute, 0, 1), ["op", None]), _strings(names, vocab.names))
+        _strings(np.where(row_compute, 0, 1), ["op", None]), _strings(names, vocab.names), nulls, nulls)
     is_comm = comm[pos]
     comm_names = np.unique(names[is_comm]).tolist()
     canonical = np.zeros(len(vocab.names), dtype=np.int32)
@@ -583,7 +599,8 @@ DEVICE_COLUMNS = (("event_id", pa.int64()), ("lane", pa.string()), ("stream", pa
                   ("device", pa.int64()), ("cat", pa.string()), ("name", pa.string()), ("kind", pa.string()),
                   ("ts_ns", pa.int64()), ("dur_ns", pa.int64()), ("correlation", pa.int64()),
                   ("step", pa.int64()), ("launch_op", pa.string()), ("family", pa.string()),
-                  ("family_basis", pa.string()), ("short_name", pa.string()))
+                  ("family_basis", pa.string()), ("short_name", pa.string()),
+                  ("wait_stream", pa.int64()), ("wait_event_corr", pa.int64()))
 LAUNCH_COLUMNS = ("launch_op", "family", "family_basis", "short_name")  # pipeline/read/launchers.py
 
 

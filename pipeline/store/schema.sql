@@ -67,6 +67,9 @@ CREATE TABLE IF NOT EXISTS traces (
 
 -- added with the launching op and kernel families: rows made by an older extract are parsed again
 ALTER TABLE traces ADD COLUMN IF NOT EXISTS extract_version VARCHAR;
+-- added with the re-ingest's stat fast path: the file's size, mtime, ctime, inode and device when it
+-- was read (NULL: not to be trusted, its sha256 decides; runsync.stat_key)
+ALTER TABLE traces ADD COLUMN IF NOT EXISTS stat_key VARCHAR;
 
 CREATE TABLE IF NOT EXISTS device_events (
     trace_id    BIGINT,
@@ -91,6 +94,10 @@ ALTER TABLE device_events ADD COLUMN IF NOT EXISTS launch_op VARCHAR;
 ALTER TABLE device_events ADD COLUMN IF NOT EXISTS family VARCHAR;
 ALTER TABLE device_events ADD COLUMN IF NOT EXISTS family_basis VARCHAR;
 ALTER TABLE device_events ADD COLUMN IF NOT EXISTS short_name VARCHAR;
+-- added with the critical path's exact cross-stream edges: a CUDA sync event's wait_on_stream and
+-- wait_on_cuda_event_record_corr_id (Kineto args); NULL on every other event
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS wait_stream BIGINT;
+ALTER TABLE device_events ADD COLUMN IF NOT EXISTS wait_event_corr BIGINT;
 
 CREATE TABLE IF NOT EXISTS interval_unions (
     trace_id  BIGINT,
