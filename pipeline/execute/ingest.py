@@ -91,6 +91,7 @@ class ParsedFile:
     json_bytes: int = 0  # uncompressed JSON size; 0 when not decoded
     extracted: Extracted | None = None  # None and no error: unchanged since the last ingest
     error: str | None = None  # one line: why the file cannot be ingested
+    stat_key: str | None = None  # runsync.stat_key taken before the read (None: racy, or no stat)
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[Outcome]]:
@@ -172,6 +173,7 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     ``max_trace_bytes``: the file and its decompressed JSON may be no larger (default:
     ``limits.default_max_trace_bytes()``)."""
     limit = max_trace_bytes or limits.default_max_trace_bytes()
+    key = runsync.current_stat_key(path)  # before the read: a later write changes the file's stat
     try:
         pad = scan_padding()  # room the compiled scanner reads past the JSON (0: the reference reads)
         raw = limits.read_regular(path, limit, TRACE_LIMIT, pad=pad)
@@ -183,7 +185,7 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     if known_sha is not None:  # stored before: most likely unchanged, so hash before parsing
         sha = hashlib.sha256(raw).hexdigest()
         if sha == known_sha:
-            return ParsedFile(sha, nbytes)
+            return ParsedFile(sha, nbytes, stat_key=key)
         hashing = None
     else:  # a new file: hash beside the gunzip and the scan (both release the GIL, as hashlib does)
         hashing = _Hash(raw)
@@ -194,7 +196,7 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
     finally:
         if hashing is not None:
             sha = hashing.result()
-    result.sha256, result.file_bytes = sha, nbytes
+    result.sha256, result.file_bytes, result.stat_key = sha, nbytes, key
     return result
 
 
@@ -291,23 +293,57 @@ def ingest(
     run_dirs, problems = discover(paths)
     con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
     try:
-        for outcome in problems:
+        runs, tasks = _plan(con, run_dirs, problems, record, meta)
+        if tasks:
+            con.close()  # workers are forked with no DuckDB instance (and its threads) alive
+            con = None
+            con = _parse_and_write(db, tasks, record, on_progress, lock_wait_s, on_wait, rules=rules,
+                                   keep_python=keep_python, workers=workers, max_trace_bytes=max_trace_bytes)
+        finished = finish_runs(con, runs)
+        for outcome in finished:
             record(outcome)
-            log_outcome(con, outcome)
-        runs = read_runs(run_dirs, con, record, meta)
-        for outcome in drop_vanished(con, runs):
-            record(outcome)
-            log_outcome(con, outcome)
-        known = runsync.known_shas(con, runs)  # a trace re-keyed by an edited run.json is parsed again
+        log_outcomes(con, finished)
     finally:
-        con.close()  # workers are forked with no DuckDB instance (and its threads) alive
-    tasks = [(f, run) for run in runs for f in run.files]
-    pending = {str(f) for f, _ in tasks}  # not yet written: their stored rows may be stale
+        if con is not None:
+            con.close()
+    return report
+
+
+def _plan(con, run_dirs: dict[Path, list[Path]], problems: list[Outcome], record, meta: dict | None):
+    """The runs, and the files to parse as (path, run, stored sha256): a stored file whose stat is
+    what it was when read is unchanged without being read (pipeline/store/runsync.py)."""
+    for outcome in problems:
+        record(outcome)
+    log_outcomes(con, problems)
+    runs = read_runs(run_dirs, con, record, meta)
+    gone = drop_vanished(con, runs)
+    for outcome in gone:
+        record(outcome)
+    log_outcomes(con, gone)
+    known = runsync.known_files(con, runs)  # a trace re-keyed by an edited run.json is parsed again
+    tasks, same = [], []
+    for run in runs:
+        for f in run.files:
+            sha, key = known.get(str(f), (None, None))
+            if key is not None and runsync.current_stat_key(f) == key:
+                same.append(unchanged(f, run))
+            else:
+                tasks.append((f, run, sha))
+    log_outcomes(con, same)
+    for outcome in same:
+        record(outcome)
+    return runs, tasks
+
+
+def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, on_wait, *, rules, keep_python,
+                     workers, max_trace_bytes):
+    """Parse ``tasks`` in the worker pool and write them in batches; returns the open connection."""
+    pending = {str(f) for f, _, _ in tasks}  # not yet written: their stored rows may be stale
     deferred: list = []  # files whose rank clashed only with such rows: written after the others
     moving: dict[str, int] = {}  # a deferred file -> its new rank
-    ordered = in_order(parse_file, [(str(f), known.get(str(f)), rules, keep_python) for f, _ in tasks],
+    ordered = in_order(parse_file, [(str(f), sha, rules, keep_python) for f, _, sha in tasks],
                        pool_size(workers, len(tasks)), _failed_parse, max_trace_bytes=max_trace_bytes)
-    parsed = zip(tasks, ordered)
+    parsed = zip(((f, run) for f, run, _ in tasks), ordered)
     first = next(parsed, None)  # the pool starts before DuckDB opens (fork: no __main__ re-import)
     con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked and set up above
     # one DuckDB thread: the parse workers have the cores, and a file's small inserts gain nothing
@@ -327,6 +363,7 @@ def ingest(
         moving[str(item[0][0])] = int(outcome.message)
 
     batch = Batch(con, stored, defer)
+    written = False
     try:
         for item in itertools.chain([first] if first else [], parsed):
             (path, _run), _result = item
@@ -339,16 +376,13 @@ def ingest(
             batch.add(item, frozenset(), dict(moving))  # a copy: a failed batch is written again as it was
             moving.pop(str(item[0][0]))
         batch.commit()
-        for run in runs:
-            runsync.refresh(con, run)  # run.json edited alone: the runs row follows it
-            for outcome in ingest_side_files(con, run) + missing_ranks(con, run):
-                record(outcome)
-                log_outcome(con, outcome)
+        written = True
+        return con
     finally:
         ordered.close()  # interrupted: the workers stop now, not after their files
         batch.abandon()
-        con.close()
-    return report
+        if not written:
+            con.close()
 
 
 # A batch: the files written in one transaction.  Its Arrow tables are held until it commits (a
@@ -471,23 +505,44 @@ class Batch:
 
 def missing_ranks(con, run: RunDir) -> list[Outcome]:
     """A note when the run's world size says there are ranks without a trace."""
-    rows = con.execute(
-        "SELECT list(DISTINCT rank ORDER BY rank), max(world_size) FROM traces WHERE run_id = ?",
-        [run.run_id]).fetchall()
-    ranks, trace_world = rows[0] if rows else ([], None)
-    world = run.manifest.world_size or trace_world
-    if not ranks or not world or len(ranks) >= world:
-        return []
-    count, first = limits.missing_ranks(ranks, world, 8)  # never range(world): a file may claim 2e9
-    shown = ", ".join(map(str, first)) + (", ..." if count > 8 else "")
-    return [Outcome(str(run.path), "note", f"run '{run.run_id}': {count} of {world} ranks have no "
-                    f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
-                    run.run_id)]
+    return runs_missing_ranks(con, [run]).get(run.run_id, [])
+
+
+def runs_missing_ranks(con, runs: list[RunDir]) -> dict[str, list[Outcome]]:
+    """run id -> ``missing_ranks``'s note, for every run of ``runs`` (one query)."""
+    stored = {run_id: (ranks, world) for run_id, ranks, world in con.execute(
+        "SELECT run_id, list(DISTINCT rank ORDER BY rank), max(world_size) FROM traces "
+        "WHERE list_contains(?, run_id) GROUP BY run_id", [[run.run_id for run in runs]]).fetchall()}
+    notes = {}
+    for run in runs:
+        ranks, trace_world = stored.get(run.run_id, ([], None))
+        world = run.manifest.world_size or trace_world
+        if not ranks or not world or len(ranks) >= world:
+            continue
+        count, first = limits.missing_ranks(ranks, world, 8)  # never range(world): a file may claim 2e9
+        shown = ", ".join(map(str, first)) + (", ..." if count > 8 else "")
+        notes[run.run_id] = [Outcome(str(run.path), "note", f"run '{run.run_id}': {count} of {world} ranks have no "
+                                     f"trace (ranks {shown}); cross-rank figures cover the {len(ranks)} present",
+                                     run.run_id)]
+    return notes
 
 
 def ingest_side_files(con, run: RunDir) -> list[Outcome]:
     """The collector's step and power logs of one run (pipeline/read/sidefiles.py)."""
-    known = dict(con.execute("SELECT path, sha256 FROM side_files WHERE run_id = ?", [run.run_id]).fetchall())
+    return _side_files(con, run, _stored_side_files(con, [run]).get(run.run_id, {}))
+
+
+def _stored_side_files(con, runs: list[RunDir]) -> dict[str, dict[str, str]]:
+    """run id -> {path: sha256} of the side files stored for ``runs`` (one query)."""
+    known: dict[str, dict[str, str]] = {}
+    for run_id, path, sha in con.execute("SELECT run_id, path, sha256 FROM side_files WHERE list_contains(?, run_id)",
+                                         [[run.run_id for run in runs]]).fetchall():
+        known.setdefault(run_id, {})[path] = sha
+    return known
+
+
+def _side_files(con, run: RunDir, known: dict[str, str]) -> list[Outcome]:
+    """Ingest the run's step and power logs; ``known``: the sha256 of those stored, by path."""
     outcomes = []
     for path, rank, kind in sidefiles.side_files(run.path):
         try:
@@ -502,6 +557,18 @@ def ingest_side_files(con, run: RunDir) -> list[Outcome]:
             continue
         outcomes.append(Outcome(str(path), "ok", f"{len(records)} {kind} records for run '{run.run_id}' "
                                 f"rank {rank}", run.run_id, rank))
+    return outcomes
+
+
+def finish_runs(con, runs: list[RunDir]) -> list[Outcome]:
+    """After the traces are written: each run's ``runs`` row follows run.json (edited alone), its
+    side files are ingested, and a note says which ranks it lacks; a few queries for all the runs."""
+    runsync.refresh_runs(con, runs)
+    known = _stored_side_files(con, runs)
+    missing = runs_missing_ranks(con, runs)
+    outcomes = []
+    for run in runs:
+        outcomes += _side_files(con, run, known.get(run.run_id, {})) + missing.get(run.run_id, [])
     return outcomes
 
 
@@ -593,7 +660,7 @@ def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: Pars
         bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
         pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
         nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
-        trace_mode=meta.trace_mode, extract_version=EXTRACT_VERSION)
+        trace_mode=meta.trace_mode, extract_version=EXTRACT_VERSION, stat_key=parsed.stat_key)
 
 
 def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:
@@ -613,13 +680,11 @@ def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None
     """An ingest sees each run directory as it is now: a stored trace whose file
     is gone (a re-profiled run, a deleted or renamed file) is dropped, with a note."""
     notes = []
-    for run in runs:
-        for path in store.vanished(con, run.run_id, str(run.path)):
-            store.drop_trace(con, path)
-            if on_drop:
-                on_drop(path)
-            notes.append(Outcome(path, "note", "the file is gone from its run directory; its rows were dropped",
-                                 run.run_id))
+    for path, run_id in store.vanished(con, [(run.run_id, str(run.path)) for run in runs]):
+        store.drop_trace(con, path)
+        if on_drop:
+            on_drop(path)
+        notes.append(Outcome(path, "note", "the file is gone from its run directory; its rows were dropped", run_id))
     return notes
 
 
@@ -629,8 +694,9 @@ def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving):
     if parsed.error:
         return Outcome(str(path), "error", parsed.error, run.run_id)
     extracted = parsed.extracted
-    if extracted is None:
-        return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
+    if extracted is None:  # hashed: its stat had changed, or was racy
+        store.put_stat_key(con, str(path), parsed.stat_key)
+        return unchanged(path, run)
     try:
         rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
                                           lambda: stored_others(con, run.run_id, path))
@@ -680,9 +746,18 @@ def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs
 CANNOT_WRITE = ("Could not write file", "No space left on device", "database has been invalidated")
 
 
+def unchanged(path: Path, run: RunDir) -> Outcome:
+    return Outcome(str(path), "unchanged", "unchanged, skipped", run.run_id)
+
+
 def log_outcome(con, outcome: Outcome) -> None:
     """The outcome's ``ingest_log`` row."""
-    con.execute(
-        "INSERT INTO ingest_log (logged_at, path, run_id, status, message, node) VALUES (now(), ?, ?, ?, ?, ?)",
-        [outcome.path, outcome.run_id, outcome.status, outcome.message, outcome.node],
-    )
+    log_outcomes(con, [outcome])
+
+
+def log_outcomes(con, outcomes: list[Outcome]) -> None:
+    """The outcomes' ``ingest_log`` rows, in one statement (a statement costs ~1 ms, whatever its rows)."""
+    if outcomes:
+        columns = [[getattr(o, name) for o in outcomes] for name in ("path", "run_id", "status", "message", "node")]
+        con.execute("INSERT INTO ingest_log (logged_at, path, run_id, status, message, node) SELECT now(), "
+                    + ", ".join("unnest(?::VARCHAR[])" for _ in columns), columns)

@@ -5,23 +5,62 @@ still follow an edited run.json, and a changed ``--meta``: the ``runs`` row (wor
 size, ...; ``meta_keys``, the keys --meta filled), the run id of the trace rows (``"run_id"``
 edited) and a rank taken from run.json's ``"ranks"``.  A step or power log that is gone takes
 its rows with it.
+
+A stored trace whose file's stat is what it was when the file was read (``stat_key``: size,
+mtime, ctime, inode and device, as git's index keeps them) is not even read: its sha256 is
+taken only when the stat differs.  The racy case: a file changed within the timestamps'
+granularity after it was read keeps its mtime and ctime, so a stat taken less than
+``RACY_NS`` after the file's last change is not stored, and the next ingest hashes the file.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.extract import EXTRACT_VERSION
 
 
+# A stat taken this soon after the file's mtime or ctime is not trusted on the next ingest: a write in
+# the same timestamp tick would leave both as they are (ext4 and XFS stamp from a clock that ticks
+# every few ms; FAT's mtime ticks every 2 s, some NFS servers' every second).
+RACY_NS = 2_000_000_000
+
+
+def stat_key(info: os.stat_result, taken_ns: int) -> str | None:
+    """What a later ingest compares to skip the file unread: its size, mtime, ctime, inode and
+    device; None when the file changed less than RACY_NS before ``taken_ns`` (the wall clock read
+    before the stat), so that the next ingest hashes it.  ctime is in it because no call sets it:
+    an edit that puts size and mtime back (``touch -d``) still changes the key."""
+    if max(info.st_mtime_ns, info.st_ctime_ns) >= taken_ns - RACY_NS:
+        return None
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}:{info.st_dev}"
+
+
+def current_stat_key(path) -> str | None:
+    """``stat_key`` of the file at ``path`` now (following symlinks, as the read does); None when
+    it cannot be stat'ed (the read then says why)."""
+    taken_ns = time.time_ns()
+    try:
+        return stat_key(os.stat(path), taken_ns)
+    except (OSError, ValueError):
+        return None
+
+
 def known_shas(con, runs) -> dict[str, str]:
-    """sha256 of each stored trace that may be skipped when its bytes are unchanged: not one
-    whose run id, or rank from run.json, is no longer what run.json says (it is parsed again)."""
+    """sha256 of each stored trace that may be skipped when its bytes are unchanged (``known_files``)."""
+    return {path: sha for path, (sha, _) in known_files(con, runs).items()}
+
+
+def known_files(con, runs) -> dict[str, tuple[str, str | None]]:
+    """(sha256, stat_key) of each stored trace that may be skipped when unchanged: not one whose
+    run id, or rank from run.json, is no longer what run.json says (it is parsed again).  One query."""
     current = {str(f): run for run in runs for f in run.files}
     known = {}
-    for path, sha, run_id, rank, source, version in con.execute(
-            "SELECT path, sha256, run_id, rank, rank_source, extract_version FROM traces").fetchall():
+    for path, sha, key, run_id, rank, source, version in con.execute(
+            "SELECT path, sha256, stat_key, run_id, rank, rank_source, extract_version FROM traces").fetchall():
         if version != EXTRACT_VERSION:  # stored by another extract: its rows lack what this one makes
             continue
         run = current.get(path)
@@ -29,29 +68,49 @@ def known_shas(con, runs) -> dict[str, str]:
             continue
         if run is not None and source == "manifest" and (run.manifest.ranks or {}).get(Path(path).name) != rank:
             continue
-        known[path] = sha
+        known[path] = (sha, key)
     return known
 
 
 def refresh(con, run) -> None:
-    """Rewrite the run's ``runs`` row when run.json (or this ingest's ``--meta``) changed it; drop
-    what an old run id of the same directory, or a deleted side file, left behind."""
-    row = run.row()
-    columns = list(row)
-    stored = con.execute(f"SELECT {', '.join(columns)} FROM runs WHERE run_id = ?", [run.run_id]).fetchall()
-    if stored and list(stored[0]) != list(row.values()):
-        con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}, updated_at) "
-                    f"VALUES ({', '.join('?' * len(columns))}, now())", list(row.values()))
+    """``refresh_runs`` of one run."""
+    refresh_runs(con, [run])
+
+
+def refresh_runs(con, runs: list) -> None:
+    """Rewrite each run's ``runs`` row when run.json (or this ingest's ``--meta``) changed it; drop
+    what an old run id of the same directory, or a deleted side file, left behind (a few queries
+    for all the runs, not a few per run)."""
+    if not runs:
+        return
+    ids = [run.run_id for run in runs]
+    _rewrite_changed_rows(con, runs)
+    by_dir = {str(run.path): run.run_id for run in runs}
     abandoned = con.execute(
-        "SELECT run_id FROM runs WHERE source_dir = ? AND run_id <> ? "
-        "AND run_id NOT IN (SELECT run_id FROM traces)", [str(run.path), run.run_id]).fetchall()
-    for (old_id,) in abandoned:
-        for table in ("runs", "side_files", "step_log", "power_samples"):
-            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [old_id])
-    present = {str(path) for path, _, _ in sidefiles.side_files(run.path)}
-    for path, rank, kind in con.execute("SELECT path, rank, kind FROM side_files WHERE run_id = ?",
-                                        [run.run_id]).fetchall():
+        "SELECT run_id, source_dir FROM runs WHERE list_contains(?, source_dir) "
+        "AND run_id NOT IN (SELECT run_id FROM traces)", [list(by_dir)]).fetchall()
+    for old_id, source_dir in abandoned:
+        if old_id != by_dir[source_dir]:
+            for table in ("runs", "side_files", "step_log", "power_samples"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [old_id])
+    stored = con.execute("SELECT path, run_id, rank, kind FROM side_files WHERE list_contains(?, run_id)",
+                         [ids]).fetchall()
+    if not stored:
+        return
+    present = {str(path) for run in runs for path, _, _ in sidefiles.side_files(run.path)}
+    for path, run_id, rank, kind in stored:
         if path not in present:
-            con.execute(f"DELETE FROM {sidefiles.TABLES[kind][0]} WHERE run_id = ? AND rank = ?", [run.run_id, rank])
+            con.execute(f"DELETE FROM {sidefiles.TABLES[kind][0]} WHERE run_id = ? AND rank = ?", [run_id, rank])
             con.execute("DELETE FROM side_files WHERE path = ?", [path])
 
+
+def _rewrite_changed_rows(con, runs) -> None:
+    """The ``runs`` rows of ``runs`` that differ from what their run.json (and --meta) say now."""
+    rows = {run.run_id: run.row() for run in runs}
+    columns = list(next(iter(rows.values())))  # manifest.run_row: the same keys for every run
+    stored = {row[columns.index("run_id")]: list(row) for row in con.execute(
+        f"SELECT {', '.join(columns)} FROM runs WHERE list_contains(?, run_id)", [list(rows)]).fetchall()}
+    for run_id, row in rows.items():
+        if run_id in stored and stored[run_id] != list(row.values()):
+            con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}, updated_at) "
+                        f"VALUES ({', '.join('?' * len(columns))}, now())", list(row.values()))

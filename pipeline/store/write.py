@@ -35,6 +35,7 @@ class TraceRow:
     ts_fractional: bool
     trace_mode: str  # gpu / cpu
     extract_version: str | None = None  # extract.EXTRACT_VERSION that made the rows (another: parsed again)
+    stat_key: str | None = None  # runsync.stat_key of the file when read (None: hash it on the next ingest)
 
 
 _TRACE_COLUMNS = ", ".join(f.name for f in fields(TraceRow))
@@ -118,6 +119,13 @@ def _full(value: int, rows: int, dtype) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(dtype), rows, [None, pa.py_buffer(np.full(rows, value, dtype))])
 
 
+def put_stat_key(con, path: str, key: str | None) -> None:
+    """Store the stat of an unchanged file that was hashed (its stat differed, or was racy), so that
+    the next ingest skips it unread."""
+    if key is not None:
+        con.execute("UPDATE traces SET stat_key = ? WHERE path = ? AND stat_key IS DISTINCT FROM ?", [key, path, key])
+
+
 def drop_trace(con, path: str) -> None:
     """Delete the rows of the trace stored from ``path``, in one transaction."""
     con.execute("BEGIN")
@@ -132,15 +140,20 @@ def drop_trace(con, path: str) -> None:
         raise
 
 
-def vanished(con, run_id: str, run_dir: str) -> list[str]:
-    """Stored traces of the run (or of its directory) whose file is gone from the disk: what a
-    re-profiled run left behind."""
+def vanished(con, runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(path, run id) of the stored traces of each (run id, run directory) of ``runs`` (of the run,
+    or of its directory) whose file is gone from the disk: what a re-profiled run left behind.
+    One query for all the runs."""
     import os
 
-    rows = con.execute("SELECT path, run_id FROM traces WHERE run_id = ? OR starts_with(path, ?) ORDER BY path",
-                       [run_id, run_dir.rstrip("/") + "/"]).fetchall()
-    return [path for path, run in rows if (run == run_id or os.path.dirname(path) == run_dir)
-            and not os.path.lexists(path)]
+    order = {run_id: i for i, (run_id, _) in enumerate(runs)}  # the runs' order, each run's paths sorted
+    by_dir = {run_dir.rstrip("/"): run_id for run_id, run_dir in runs}
+    gone = []
+    for path, stored_id in con.execute("SELECT path, run_id FROM traces").fetchall():
+        run_id = stored_id if stored_id in order else by_dir.get(os.path.dirname(path))
+        if run_id is not None and not os.path.lexists(path):
+            gone.append((order[run_id], path, run_id))
+    return [(path, run_id) for _, path, run_id in sorted(gone)]
 
 
 def duplicate_ranks(con, run_id: str) -> list[tuple[int, list[str]]]:
