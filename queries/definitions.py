@@ -117,8 +117,8 @@ def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:
     if missing:
         raise QueryError(f"{d.path}: depends on {', '.join(missing)}, which no file in "
                          f"{MACRO_DIR.name}/ or {REFERENCE_DIR.name}/ defines")
-    code = _strip_comments(d.body)
-    used = {n for n in defs if n != d.name and re.search(rf"\b{re.escape(n)}\b", code)}
+    words = set(re.findall(r"\w+", _strip_comments(d.body)))  # a name is used where it is a whole word
+    used = {n for n in defs if n != d.name and n in words}
     if used != set(d.depends):
         raise QueryError(f"{d.path}: declared dependencies {sorted(d.depends)} differ from the "
                          f"definitions it uses {sorted(used)} (header line: -- depends: {', '.join(sorted(used))})")
