@@ -250,11 +250,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
             say(line)
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
     ctrl_c = CtrlC()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                        TimeElapsedColumn(), console=stderr(), disable=quiet or not stderr().is_terminal,
-                        transient=True)  # off a terminal a bar is noise (rich would leave a blank line)
+    progress = _progress_bar(quiet)
     started, json_bytes = time.monotonic(), 0
 
     def on_outcome(outcome) -> None:
@@ -311,6 +307,38 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     if not counts["ok"] and not counts["unchanged"]:
         _say_if_empty(target)
     sys.exit(1 if report.errors else 0)
+
+
+class _NoBar:
+    """What ``ingest`` uses of rich's Progress, when there is no bar: rich.progress is not imported,
+    nor rich's console until a line is printed (a quiet no-op ingest prints none)."""
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    @property
+    def console(self) -> "Console":
+        return stderr()
+
+    def add_task(self, *args, **kwargs) -> None:
+        return None
+
+    def update(self, *args, **kwargs) -> None:
+        return None
+
+
+def _progress_bar(quiet: bool):
+    """ingest's progress bar on stderr; none with --quiet or off a terminal (a bar is noise there,
+    and rich would leave a blank line)."""
+    if quiet or not stderr().is_terminal:
+        return _NoBar()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                    TimeElapsedColumn(), console=stderr(), transient=True)
 
 
 def _outcome_line(outcome) -> str:
