@@ -4,8 +4,9 @@
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- cpu_only: CPU-only traces have no launches or device events to follow, so no critical path
 -- The longest path through the step's dependency graph (critical_path_graph:
--- thread order, launches, stream order, collectives across ranks), from the
--- end of the slowest rank's step (critical_path_steps) back to its start.
+-- thread order, launches, stream order, stream waits, collectives across
+-- ranks), from the end of the slowest rank's step (critical_path_steps) back
+-- to its start.
 -- Consecutive segments tile that window: Σ dur_ns = the slowest rank's step
 -- time.  seq orders the segments from the step's start (offset_ns after it);
 -- rank and lane say where the path runs (lane: 'stream N' or 'thread T');
@@ -18,7 +19,8 @@
 --  * comm_wait: a collective's time beyond the transfer on the rank that
 --    arrived last (the path runs through the last arrival, not the waiters);
 --  * launch_delay: a device event launched (or its stream free) but not yet
---    started: start − max(the launching call's start, the previous event's end);
+--    started: start − max(the launching call's start, the previous event's end,
+--    the end of the event it waited for on another stream);
 --  * cpu_op: a runtime call, or host time between two calls before a launch
 --    by a known op (named after it), or a blocking call after the device event
 --    it waited for ended;

@@ -16,7 +16,10 @@
 -- compute (communication that is exposed and on the path: it cost step
 -- time); blocking_comm_pct_of_exposed_comm = 100 · blocking ÷ exposed (NULL
 -- when nothing is exposed).  has_sync_events: the run's traces hold CUDA sync
--- events (they are not yet used as edges: cross-stream order is stream order).
+-- events.  cross_stream_basis: where the path's cross-stream waits come from —
+-- 'sync events' (every GPU trace of the run records its stream waits:
+-- critical_path_waits), 'inferred' (none does: a wait is inferred from the
+-- times, another stream's event that ended within 20 µs before), 'mixed'.
 -- Units: *_ns nanoseconds, *_pct_of_exposed_comm percent.
 WITH seg AS (
     SELECT * FROM critical_path_rows($run_id)
@@ -75,6 +78,11 @@ sync AS (
     SELECT run_id, bool_or(kind = 'sync') AS has_sync_events FROM device_events
     WHERE $run_id IS NULL OR run_id = $run_id GROUP BY run_id
 ),
+waits AS (
+    SELECT t.run_id, count(*) AS gpu_traces,
+           count(*) FILTER (WHERE t.trace_id IN (SELECT trace_id FROM critical_path_waits($run_id))) AS synced
+    FROM traces t WHERE t.trace_mode = 'gpu' AND ($run_id IS NULL OR t.run_id = $run_id) GROUP BY t.run_id
+),
 joined AS (
     SELECT k.run_id, k.step, w.slowest_rank, k.path_ns, w.step_ns,
            k.compute_kernel_ns, k.memory_ns, k.comm_transfer_ns, k.comm_wait_ns, k.launch_delay_ns, k.cpu_op_ns,
@@ -82,7 +90,9 @@ joined AS (
            o.top.name AS top_op, o.top.kind AS top_op_kind, o.top.rank AS top_op_rank, o.top.ns AS top_op_ns,
            round(coalesce(e.exposed_sum_ns, 0) / w.ranks_in_step)::BIGINT AS exposed_comm_ns,
            coalesce(b.blocking_comm_ns, 0) AS blocking_comm_ns,
-           coalesce(y.has_sync_events, false) AS has_sync_events
+           coalesce(y.has_sync_events, false) AS has_sync_events,
+           CASE WHEN coalesce(ws.synced, 0) = 0 THEN 'inferred' WHEN ws.synced = ws.gpu_traces THEN 'sync events'
+                ELSE 'mixed' END AS cross_stream_basis
     FROM kinds k
     JOIN win w USING (run_id, step)
     JOIN ranks r USING (run_id, step)
@@ -90,8 +100,10 @@ joined AS (
     LEFT JOIN blocking b USING (run_id, step)
     LEFT JOIN exposed e USING (run_id, step)
     LEFT JOIN sync y USING (run_id)
+    LEFT JOIN waits ws USING (run_id)
 )
-SELECT * EXCLUDE (has_sync_events),
-       100.0 * blocking_comm_ns / nullif(exposed_comm_ns, 0) AS blocking_comm_pct_of_exposed_comm, has_sync_events
+SELECT * EXCLUDE (has_sync_events, cross_stream_basis),
+       100.0 * blocking_comm_ns / nullif(exposed_comm_ns, 0) AS blocking_comm_pct_of_exposed_comm, has_sync_events,
+       cross_stream_basis
 FROM joined
 ORDER BY run_id, step

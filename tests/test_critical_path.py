@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -277,28 +278,44 @@ def _hta_trace(path: Path) -> Path:
     behind K1), op C blocks in cudaDeviceSynchronize until K2 ends (a Context Sync event records
     it), op D is host work to the step's end.  Top-level ops are back to back, so HTA's path (which
     leaves out the time between top-level ops) and scaletrace's (which tiles the step) can agree."""
-    def op(name, ts, dur):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+    return _one_rank(path, [
+        _step(1000, 900),
+        _op("aten::mm", 1000, 100), _rt("cudaLaunchKernel", 1010, 5, 1), _kernel("sm90_xmma_gemm_f32f32", 1020, 400, 1),
+        _op("aten::add", 1100, 100), _rt("cudaLaunchKernel", 1110, 5, 2),
+        _kernel("void at::native::vectorized_elementwise_kernel<4>", 1420, 100, 2),
+        _op("aten::item", 1200, 400), _rt("cudaDeviceSynchronize", 1205, 316, 3),
+        _sync("Context Sync", 1205, 315, 3, -1),
+        _op("aten::to", 1600, 300),
+    ])
 
-    def rt(name, ts, dur, corr):
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                "args": {"correlation": corr, "cbid": 211}}
 
-    def kernel(name, ts, dur, corr):
-        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 1, 1], "block": [128, 1, 1]}}
+# one rank's Kineto events (µs): CPU ops and runtime calls on thread 1, GPU events on device 0
+def _step(ts, dur):
+    return {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {}}
 
-    events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 900,
-         "args": {}},
-        op("aten::mm", 1000, 100), rt("cudaLaunchKernel", 1010, 5, 1), kernel("sm90_xmma_gemm_f32f32", 1020, 400, 1),
-        op("aten::add", 1100, 100), rt("cudaLaunchKernel", 1110, 5, 2),
-        kernel("void at::native::vectorized_elementwise_kernel<4>", 1420, 100, 2),
-        op("aten::item", 1200, 400), rt("cudaDeviceSynchronize", 1205, 316, 3),
-        {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 1205, "dur": 315,
-         "args": {"device": 0, "stream": -1, "correlation": 3}},
-        op("aten::to", 1600, 300),
-    ]
+
+def _op(name, ts, dur):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+
+def _rt(name, ts, dur, corr):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "cbid": 211}}
+
+
+def _kernel(name, ts, dur, corr, stream=7):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": stream, "correlation": corr, "grid": [1, 1, 1], "block": [128, 1, 1]}}
+
+
+def _sync(name, ts, dur, corr, stream, **wait):
+    """A CUDA sync event; ``wait``: wait_on_stream, wait_on_cuda_event_record_corr_id (Kineto's args)."""
+    return {"ph": "X", "cat": "cuda_sync", "name": name, "pid": 0, "tid": stream if stream >= 0 else 7, "ts": ts,
+            "dur": dur, "args": {"device": 0, "stream": stream, "correlation": corr, **wait}}
+
+
+def _one_rank(path: Path, events: list) -> Path:
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
            "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}, "traceEvents": events}
     path.mkdir(parents=True)
@@ -326,6 +343,19 @@ def _hta_breakdown(run_dir: Path, monkeypatch) -> dict:
         return drop(self, *args, **kwargs)
 
     monkeypatch.setattr(pd.DataFrame, "drop", drop_without_axis)
+    # ... and fills NaN in place through a column (`comb.launch_id.fillna(-1, inplace=True)`: the
+    # launch order it matches CUDA sync events by), which under pandas 3's copy-on-write fills a
+    # copy, so it finds no cross-stream wait; the fill is made in the frame's own buffer, as pandas 2 did
+    fillna = pd.Series.fillna
+
+    def fillna_through(self, value=None, *args, inplace=False, **kwargs):
+        values = self._values
+        if inplace and isinstance(values, np.ndarray) and values.dtype.kind == "f" and values.flags.writeable:
+            values[np.isnan(values)] = value
+            return None
+        return fillna(self, value, *args, inplace=inplace, **kwargs)
+
+    monkeypatch.setattr(pd.Series, "fillna", fillna_through)
     analysis = hta.TraceAnalysis(trace_dir=str(run_dir))
     graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=0)
     assert ok
@@ -346,6 +376,128 @@ def test_agrees_with_hta_on_one_rank(tmp_path, monkeypatch):
         ours = sum(row[f"{k}_ns"] for k in kinds)
         assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
     assert row["compute_kernel_ns"] == 500 * US and row["launch_delay_ns"] == 10 * US
+
+
+# --- exact cross-stream edges from CUDA sync events ------------------------------------------------
+
+K_A, K_B, K_C = 1000, 300, 140  # µs: the three kernels' durations below
+WAIT_GAP = 30  # µs from K_A's end to K_B's start: longer than the inferred wait's 20 µs
+
+
+def _sync_trace(path: Path, waits: bool = True) -> Path:
+    """One rank, one step [1000, 2600) µs, three streams.  Op A launches K_A (stream 7,
+    [1020, 2020)) and records a CUDA event after it; op B makes stream 20 wait for that event
+    (cudaStreamWaitEvent: a `Stream Wait Event` sync event) and launches K_B on stream 20, which
+    starts WAIT_GAP after K_A ends; op C, host work, launches K_C (stream 30) that ends 10 µs before
+    K_B starts: the stream event that ended last before K_B, and not what it waited for.  Op D
+    blocks in cudaDeviceSynchronize until K_B ends; op E is host work to the step's end.
+    ``waits=False``: the sync events lack their wait args (a trace without them)."""
+    wait = {"wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "wait_on_cuda_event_id": 1} if waits else {}
+    k_b = 1020 + K_A + WAIT_GAP
+    return _one_rank(path, [
+        _step(1000, 1600),
+        _op("aten::mm", 1000, 100), _rt("cudaLaunchKernel", 1010, 5, 1), _kernel("sm90_xmma_gemm_f32f32", 1020, K_A, 1),
+        _rt("cudaEventRecord", 1030, 3, 2),
+        _op("aten::add", 1100, 100), _rt("cudaStreamWaitEvent", 1105, 3, 3),
+        _sync("Stream Wait Event", 1106, 0, 3, 20, **wait),
+        _rt("cudaLaunchKernel", 1110, 5, 4),
+        _kernel("void at::native::vectorized_elementwise_kernel<4>", k_b, K_B, 4, 20),
+        _op("aten::relu", 1200, 700), _rt("cudaLaunchKernel", 1890, 5, 5),
+        _kernel("void at::native::elementwise_kernel<128>", k_b - 10 - K_C, K_C, 5, 30),
+        _op("aten::item", 1900, 500), _rt("cudaDeviceSynchronize", 1905, k_b + K_B + 2 - 1905, 6),
+        _sync("Context Sync", 1905, k_b + K_B - 1905, 6, -1),
+        _op("aten::to", 2400, 200),
+    ])
+
+
+def _sync_summary(tmp_path, waits: bool) -> tuple[Path, dict, pl.DataFrame]:
+    run = _sync_trace(tmp_path / ("waits" if waits else "no-waits"), waits)
+    db = tmp_path / f"{run.name}.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    return run, row, query(db, "critical_path")
+
+
+def test_a_stream_wait_event_is_an_exact_edge(tmp_path):
+    _, row, path = _sync_summary(tmp_path, waits=True)
+    assert row["cross_stream_basis"] == "sync events" and row["path_ns"] == row["step_ns"] == 1600 * US
+    # K_B waited for K_A (the event recorded after it), not for K_C that ended 10 µs before K_B:
+    # host 10, launch delay 10, K_A, the wait's gap (as launch delay), K_B, the sync's return 2,
+    # host from the sync's end (K_B's end + 2) to the step's end
+    k_b_end = 1020 + K_A + WAIT_GAP + K_B
+    assert _kinds(row) == _us({"host_gap": 10 + (2600 - (k_b_end + 2)), "launch_delay": 10 + WAIT_GAP,
+                               "compute_kernel": K_A + K_B, "cpu_op": 2, "memory": 0, "comm_transfer": 0,
+                               "comm_wait": 0})
+    kernels = path.filter(pl.col("kind") == "compute_kernel")
+    assert kernels["lane"].to_list() == ["stream 7", "stream 20"]
+
+
+def test_without_wait_args_the_wait_is_inferred(tmp_path):
+    """The same trace without the sync events' args: the inferred wait takes K_C (ended 10 µs
+    before K_B, inside the 20 µs) and misses K_A (WAIT_GAP before it): the path goes through K_C."""
+    _, row, path = _sync_summary(tmp_path, waits=False)
+    assert row["cross_stream_basis"] == "inferred" and row["path_ns"] == row["step_ns"] == 1600 * US
+    assert row["compute_kernel_ns"] == (K_B + K_C) * US
+    assert row["launch_delay_ns"] == (10 + 10) * US  # K_B after K_C's end, K_C after its launch
+    assert path.filter(pl.col("kind") == "compute_kernel")["lane"].to_list() == ["stream 30", "stream 20"]
+
+
+def test_exact_edges_agree_with_hta(tmp_path, monkeypatch):
+    """HTA's sync edge (K_A's end -> K_B's start) has no weight, so the wait's gap (WAIT_GAP, our
+    launch delay) is not on its path, nor the sync's return (2 µs, our cpu_op); the rest agrees."""
+    run, row, _ = _sync_summary(tmp_path, waits=True)
+    hta = _hta_breakdown(run, monkeypatch)
+    assert sum(hta.values()) == pytest.approx(row["path_ns"] - (WAIT_GAP + 2) * US, rel=0.01)
+    gap = {"gpu_kernel_launch_overhead": WAIT_GAP * US, "cpu_bound": 2 * US}
+    for category, kinds in HTA_KINDS.items():
+        ours = sum(row[f"{k}_ns"] for k in kinds) - gap.get(category, 0)
+        assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
+    assert hta["gpu_compute_bound"] == pytest.approx((K_A + K_B) * US, rel=0.01)  # HTA's path runs through K_A too
+
+
+def _event_sync_trace(path: Path, waits: bool = True) -> Path:
+    """One rank, one step [0, 1000) µs, top-level ops back to back (as _hta_trace): op A launches K1
+    (stream 7, [20, 420)) and records a CUDA event after it, op B launches K2 (stream 30,
+    [30, 423)), op C calls cudaEventSynchronize [30, 425) on that event (an `Event Sync` sync
+    event): the host waited for K1, although K2 ended later inside the call."""
+    wait = {"wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2} if waits else {}
+    return _one_rank(path, [
+        _step(0, 1000),
+        _op("aten::mm", 0, 20), _rt("cudaLaunchKernel", 10, 5, 1), _kernel("sm90_xmma_gemm_f32f32", 20, 400, 1),
+        _rt("cudaEventRecord", 16, 2, 2),
+        _op("aten::add", 20, 10), _rt("cudaLaunchKernel", 20, 5, 3),
+        _kernel("void at::native::elementwise_kernel<128>", 30, 393, 3, 30),
+        _op("aten::item", 30, 970), _rt("cudaEventSynchronize", 30, 395, 4),
+        _sync("Event Sync", 30, 394, 4, -1, **wait),
+    ])
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_an_event_sync_is_an_exact_edge(tmp_path, waits):
+    run = _event_sync_trace(tmp_path / "event-sync", waits)
+    db = tmp_path / "event-sync.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    assert row["path_ns"] == row["step_ns"] == 1000 * US
+    if waits:  # host 10, K1's launch delay 10, K1 400, the call's return after K1 (420 -> 425), host to 1000
+        assert _kinds(row) == _us({"host_gap": 10 + (1000 - 425), "launch_delay": 10, "compute_kernel": 400,
+                                   "cpu_op": 425 - 420, "memory": 0, "comm_transfer": 0, "comm_wait": 0})
+    else:  # the blocking-call rule: the device event that ended last inside the call, K2 (393 µs)
+        assert row["compute_kernel_ns"] == 393 * US and row["cpu_op_ns"] >= (425 - 423) * US
+
+
+def test_an_event_sync_agrees_with_hta(tmp_path, monkeypatch):
+    """HTA's GPU -> CPU sync edge (K1's end -> the call's end) has no weight: the call's return
+    (5 µs, our cpu_op) is not on its path; the rest agrees."""
+    run = _event_sync_trace(tmp_path / "event-sync")
+    db = tmp_path / "event-sync.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    hta = _hta_breakdown(run, monkeypatch)
+    assert sum(hta.values()) == pytest.approx(row["path_ns"] - 5 * US, rel=0.01)
+    for category, kinds in HTA_KINDS.items():
+        ours = sum(row[f"{k}_ns"] for k in kinds) - (5 * US if category == "cpu_bound" else 0)
+        assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
 
 
 def test_explain_names_the_rank_and_the_op_that_cost_the_most_path_time(tmp_path):

@@ -19,7 +19,8 @@ At a node i reached at time t (its end, or a point inside it):
   after that end is ``cpu_op`` and the walk goes on at that device event, at its end;
 * anything else: its own time [start, t) is the node's kind (``compute_kernel``, ``memory``, or
   ``cpu_op`` for a runtime call), and then of its predecessors (the previous node on its lane;
-  the launching call for a device event) the one ready last is taken, ties to the lane: the time
+  the launching call and the event a CUDA sync event says it waited for, for a device event; the
+  inferred wait, see WAIT_SLACK_NS) the one ready last is taken, ties to the lane: the time
   between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
   not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
   device events, or ``host_gap`` when no op is known.  A node without predecessors leaves a
@@ -124,6 +125,9 @@ def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infe
             best, ready = prev, min(g.end_ns[prev], t)
         if launch is not None and (ready is None or min(g.start_ns[launch], t) > ready):
             best, ready = launch, min(g.start_ns[launch], t)
+        exact = g.event_idx[i] if side == "gpu" else None
+        if exact is not None and (ready is None or min(g.end_ns[exact], t) > ready):
+            best, ready = exact, min(g.end_ns[exact], t)  # a cross-stream wait a CUDA sync event recorded
         wait = g.wait_idx[i] if infer else None
         if wait is not None and (ready is None or g.end_ns[wait] > ready) and (
                 side == "cpu" or t - g.end_ns[wait] <= WAIT_SLACK_NS):

@@ -2,7 +2,7 @@
 -- description: The dependency graph the critical path walks: every device event and host runtime call with its predecessors.
 -- grain: one row per run × rank × node (a device event, or a host runtime call) of a GPU trace
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: comm_events, collective_matches
+-- depends: comm_events, collective_matches, critical_path_waits
 -- Nodes: the device events of GPU traces (kernels, copies, sets; not the
 -- cuda_sync markers) on their stream lane, and the runtime calls
 -- (cuda_runtime, cuda_driver, runtime, hip_runtime) on their thread lane
@@ -17,14 +17,26 @@
 --  * sync_idx (blocking host calls: device / stream / event synchronize,
 --    cudaMemcpy, cudaMemcpyAsync and their hip spellings): the device event of
 --    the same rank that ended last inside the call, which the call waited for
---    (NULL when none ended inside it: the call did not wait);
+--    (NULL when none ended inside it: the call did not wait); for a
+--    cudaEventSynchronize a CUDA sync event recorded (critical_path_waits:
+--    'Event Sync'), the event it waited for: the last launched on the
+--    recording stream before the cudaEventRecord;
+--  * event_idx (device events of a trace with CUDA sync events): the event
+--    a cross-stream wait made it wait for (critical_path_waits: a
+--    cudaStreamWaitEvent on its stream S waiting on a cudaEventRecord of
+--    stream R).  The waiting event is the first launched on S after the
+--    cudaStreamWaitEvent, the waited-for one the last launched on R before the
+--    cudaEventRecord; correlation ids number the launches of a trace in
+--    order (HTA's "previous launch" / "next launch", by launch order).  With
+--    several waits before one event, the waited-for event that ended last;
 --  * wait_idx: the node of another lane of the same trace and side (another
 --    stream of a device event, another thread of a runtime call) that ended
 --    last at or before the node's start: a candidate for what it waited for (a
 --    cross-stream event wait, a thread woken by another), which the walk takes
 --    only when it ended within a few µs of the start and after every other
---    predecessor was ready (the traces record no such edge without CUDA sync
---    events; this one is inferred from the times);
+--    predecessor was ready (inferred from the times).  NULL on the device
+--    events of a trace with CUDA sync events: there event_idx says exactly
+--    which waits there were, and an event without one waited for none;
 --  * last_idx, transfer_ns (communication events): the rank-instance of the
 --    same collective (process group and seq, as collective_matches) that
 --    arrived last, and the collective's transfer time (the shortest duration
@@ -44,14 +56,14 @@ tr AS (
 dev AS (
     SELECT d.trace_id, tr.run_id, tr.rank, d.event_id, 'gpu' AS side, d.lane, d.kind, d.name, d.launch_op,
            d.ts_ns + tr.clock_ns AS start_ns, d.ts_ns + d.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns,
-           d.correlation, d.step
+           d.correlation, d.step, d.stream
     FROM device_events d JOIN tr USING (trace_id) WHERE d.kind <> 'sync'
 ),
 rt AS (
     SELECT c.trace_id, tr.run_id, tr.rank, c.event_id, 'cpu' AS side, 'thread ' || coalesce(c.tid, '?') AS lane,
            'runtime' AS kind, c.name, NULL::VARCHAR AS launch_op,
            c.ts_ns + tr.clock_ns AS start_ns, c.ts_ns + c.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns,
-           c.correlation, NULL::BIGINT AS step
+           c.correlation, NULL::BIGINT AS step, NULL::BIGINT AS stream
     FROM cpu_events c JOIN tr USING (trace_id)
     WHERE lower(c.cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
 ),
@@ -89,10 +101,34 @@ arrivals AS (
                OVER (PARTITION BY c.run_id, c.pg_key, c.seq) AS last_arrival
     FROM comm_events(run) c JOIN collective_matches(run) m USING (run_id, pg_key, seq)
 ),
+waits AS (
+    SELECT * FROM critical_path_waits(run)
+),
+launches AS (  -- the device events launched by a call (a correlation id), in launch order
+    SELECT trace_id, stream, correlation, idx, end_ns FROM nodes WHERE side = 'gpu' AND correlation IS NOT NULL
+),
+recorded AS (  -- each wait's waited-for event: the last launched on the recording stream before the cudaEventRecord
+    SELECT w.trace_id, w.name, w.stream, w.correlation, g.idx AS src_idx, g.end_ns AS src_end_ns
+    FROM waits w ASOF JOIN launches g
+         ON w.trace_id = g.trace_id AND w.wait_stream = g.stream AND w.wait_event_corr > g.correlation
+),
+exact AS (  -- ... which the first event launched on the waiting stream after the cudaStreamWaitEvent waits for
+    SELECT g.idx, arg_max(r.src_idx, r.src_end_ns) AS event_idx
+    FROM (SELECT * FROM recorded WHERE name = 'Stream Wait Event') r ASOF JOIN launches g
+         ON r.trace_id = g.trace_id AND r.stream = g.stream AND r.correlation < g.correlation
+    GROUP BY g.idx
+),
+event_synced AS (  -- a cudaEventSynchronize (the call of the Event Sync's correlation) waited for that event
+    SELECT l.launch_idx AS idx, arg_max(r.src_idx, r.src_end_ns) AS sync_idx
+    FROM recorded r JOIN launcher l ON l.trace_id = r.trace_id AND l.correlation = r.correlation
+    WHERE r.name = 'Event Sync' GROUP BY l.launch_idx
+),
+synced AS (SELECT DISTINCT trace_id FROM waits),
 inferred AS (  -- the node of another lane on the same side that ended last at or before the node's start
     SELECT n.idx, CASE WHEN m.lane <> n.lane THEN m.idx END AS wait_idx
     FROM nodes n ASOF JOIN (SELECT trace_id, side, idx, lane, end_ns FROM nodes) m
          ON m.trace_id = n.trace_id AND m.side = n.side AND m.end_ns <= n.start_ns
+    WHERE n.side = 'cpu' OR n.trace_id NOT IN (SELECT trace_id FROM synced)
 ),
 last AS (
     SELECT a.trace_id, a.event_id, a.transfer_ns, n.idx AS last_idx
@@ -100,10 +136,13 @@ last AS (
 )
 SELECT o.idx, o.run_id, o.trace_id, o.rank, o.event_id, o.side, o.lane, o.kind, o.name, o.launch_op,
        o.start_ns, o.end_ns, o.clock_ns, o.step, o.prev_idx, l.launch_idx,
-       w.sync_idx, f.wait_idx, la.last_idx, la.transfer_ns, ld.launched_op
+       coalesce(es.sync_idx, w.sync_idx) AS sync_idx, x.event_idx, f.wait_idx, la.last_idx, la.transfer_ns,
+       ld.launched_op
 FROM ordered o
 LEFT JOIN launcher l ON o.side = 'gpu' AND l.trace_id = o.trace_id AND l.correlation = o.correlation
 LEFT JOIN waited w ON w.idx = o.idx
+LEFT JOIN event_synced es ON es.idx = o.idx
+LEFT JOIN exact x ON x.idx = o.idx
 LEFT JOIN inferred f ON f.idx = o.idx
 LEFT JOIN last la ON o.side = 'gpu' AND la.trace_id = o.trace_id AND la.event_id = o.event_id
 LEFT JOIN launched ld ON ld.launch_idx = o.idx

@@ -20,9 +20,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def _with_syncs(run_dir: Path, spec) -> None:
+def _with_syncs(run_dir: Path, spec, waits: bool = False) -> None:
     """Each generated step ends in a cudaDeviceSynchronize that returns 2 µs after the all_reduce ends
-    (a training step waits for its GPU work; the generator's host does not), so the path crosses the GPU."""
+    (a training step waits for its GPU work; the generator's host does not), so the path crosses the GPU.
+    ``waits``: each step's all_reduce also waits (cudaStreamWaitEvent, a `Stream Wait Event` sync
+    event) for an event recorded after the step's first compute kernel, as DDP's comm stream does;
+    correlation ids are multiplied by 10 to leave room for the record and wait calls between launches."""
     import gzip
 
     import msgspec
@@ -30,6 +33,8 @@ def _with_syncs(run_dir: Path, spec) -> None:
     for rank in range(spec.ranks):
         path = run_dir / f"rank{rank}.json.gz"
         doc = msgspec.json.decode(gzip.decompress(path.read_bytes()))
+        if waits:
+            _add_waits(doc["traceEvents"], 1000 + rank)
         for step in range(spec.steps):
             begin = step * spec.step_us + 3
             end = spec.allreduce(step)[rank][1] + 2
@@ -39,12 +44,33 @@ def _with_syncs(run_dir: Path, spec) -> None:
         path.write_bytes(gzip.compress(msgspec.json.encode(doc), compresslevel=1))
 
 
+def _add_waits(events: list, tid: int) -> None:
+    for e in events:
+        if isinstance(e.get("args"), dict) and "correlation" in e["args"]:
+            e["args"]["correlation"] *= 10
+    kernels = sorted((e["args"]["correlation"], e) for e in events if e.get("cat") == "kernel")
+    for corr, comm in [(c, e) for c, e in kernels if e["args"]["stream"] == 20]:
+        done = [c for c, e in kernels if e["args"]["stream"] == 7 and c < corr and e["ts"] + e["dur"] <= comm["ts"]]
+        if not done:
+            continue
+        first = max(done)  # the last compute kernel launched before the all_reduce that ended before it
+        ts = comm["ts"] - 5
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": tid, "tid": tid, "ts": ts,
+                    "dur": 1, "args": {"correlation": first + 1}},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": tid, "tid": tid, "ts": ts,
+                    "dur": 1, "args": {"correlation": corr - 1}},
+                   {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": ts, "dur": 0,
+                    "args": {"device": 0, "stream": 20, "correlation": corr - 1, "wait_on_stream": 7,
+                             "wait_on_cuda_event_record_corr_id": first + 1}}]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--kernels", type=int, default=20)
     parser.add_argument("--db", type=Path, help="a database to reuse (written there when absent)")
+    parser.add_argument("--sync-events", action="store_true", help="each all_reduce waits on a recorded CUDA event")
     cli = parser.parse_args()
 
     from scaletrace.pipeline import connect, ingest, synth
@@ -57,7 +83,7 @@ def main() -> None:
         t0 = time.perf_counter()
         spec = synth.SynthRun(run_id, ranks=cli.ranks, steps=cli.steps, step_us=1000, compute_us=600,
                               kernels_per_step=cli.kernels, straggler_rank=3, straggler_delay_us=200, gzip=True)
-        _with_syncs(synth.write_run(root, spec), spec)
+        _with_syncs(synth.write_run(root, spec), spec, cli.sync_events)
         t1 = time.perf_counter()
         report = ingest([root / run_id], db=db)
         assert not report.errors, [o.line() for o in report.errors][:3]
