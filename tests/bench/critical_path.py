@@ -1,6 +1,6 @@
 """The critical path at scale: 1,024 generated ranks × a few steps (a script, not a test).
 
-    .venv/bin/python tests/bench/critical_path.py [--ranks 1024] [--steps 3] [--kernels 20] [--db PATH]
+    .venv/bin/python tests/bench/critical_path.py [--ranks 1024] [--steps 3] [--kernels 20] [--db PATH] [--sync-events]
 
 Generates one run with pipeline/synth.py (a straggler rank 3 that arrives 200 µs late at every
 all_reduce; each step ends in a cudaDeviceSynchronize added here), ingests it (skipped when --db names an existing database), then times, each on a fresh
@@ -48,17 +48,18 @@ def _add_waits(events: list, tid: int) -> None:
     for e in events:
         if isinstance(e.get("args"), dict) and "correlation" in e["args"]:
             e["args"]["correlation"] *= 10
-    kernels = sorted((e["args"]["correlation"], e) for e in events if e.get("cat") == "kernel")
+    kernels = sorted(((e["args"]["correlation"], e) for e in events if e.get("cat") == "kernel"), key=lambda k: k[0])
+    launches = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "cuda_runtime"}
     for corr, comm in [(c, e) for c, e in kernels if e["args"]["stream"] == 20]:
         done = [c for c, e in kernels if e["args"]["stream"] == 7 and c < corr and e["ts"] + e["dur"] <= comm["ts"]]
         if not done:
             continue
         first = max(done)  # the last compute kernel launched before the all_reduce that ended before it
-        ts = comm["ts"] - 5
+        ts = launches[corr]  # the record and the wait are called just before the all_reduce's launch
         events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": tid, "tid": tid, "ts": ts,
-                    "dur": 1, "args": {"correlation": first + 1}},
+                    "dur": 0, "args": {"correlation": first + 1}},
                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": tid, "tid": tid, "ts": ts,
-                    "dur": 1, "args": {"correlation": corr - 1}},
+                    "dur": 0, "args": {"correlation": corr - 1}},
                    {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": ts, "dur": 0,
                     "args": {"device": 0, "stream": 20, "correlation": corr - 1, "wait_on_stream": 7,
                              "wait_on_cuda_event_record_corr_id": first + 1}}]
