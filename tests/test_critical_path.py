@@ -315,11 +315,11 @@ def _sync(name, ts, dur, corr, stream, **wait):
             "dur": dur, "args": {"device": 0, "stream": stream, "correlation": corr, **wait}}
 
 
-def _one_rank(path: Path, events: list) -> Path:
+def _one_rank(path: Path, events: list, rank: int = 0, world_size: int = 1) -> Path:
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
-           "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}, "traceEvents": events}
-    path.mkdir(parents=True)
-    (path / "rank0.json").write_text(json.dumps(doc))
+           "distributedInfo": {"rank": rank, "world_size": world_size, "backend": "nccl"}, "traceEvents": events}
+    path.mkdir(parents=True, exist_ok=True)
+    (path / f"rank{rank}.json").write_text(json.dumps(doc))
     return path
 
 
@@ -453,6 +453,46 @@ def test_exact_edges_agree_with_hta(tmp_path, monkeypatch):
         ours = sum(row[f"{k}_ns"] for k in kinds) - gap.get(category, 0)
         assert ours == pytest.approx(hta.get(category, 0.0), rel=0.01), (category, ours, hta)
     assert hta["gpu_compute_bound"] == pytest.approx((K_A + K_B) * US, rel=0.01)  # HTA's path runs through K_A too
+
+
+def test_of_two_waits_the_later_source_and_only_what_was_recorded(tmp_path):
+    """Stream 20's K_B waits for two events: one recorded on stream 7 after K_A ([20, 520)), one on
+    stream 40 after K_D ([30, 630)).  K_A2, launched on stream 7 after the record, ends at 650:
+    later than both and 10 µs before K_B starts (660), so neither "the last event of the recording
+    stream" nor the inferred wait would be right.  The path runs through K_D, the source that
+    ended last: K_B 100 after 30 µs of launch delay, K_D 600 after its launch delay of 4 µs."""
+    run = _one_rank(tmp_path / "two-waits", [
+        _step(0, 1000),
+        _rt("cudaLaunchKernel", 10, 5, 1), _kernel("sm90_xmma_gemm_f32f32", 20, 500, 1),
+        _rt("cudaEventRecord", 16, 2, 2),
+        _rt("cudaLaunchKernel", 20, 5, 3), _kernel("void at::native::reduce_kernel<512, 1>", 520, 130, 3),
+        _rt("cudaLaunchKernel", 26, 4, 4), _kernel("flash_fwd_kernel", 30, 600, 4, 40),
+        _rt("cudaEventRecord", 31, 2, 5),
+        _rt("cudaStreamWaitEvent", 34, 2, 6),
+        _sync("Stream Wait Event", 34, 0, 6, 20, wait_on_stream=7, wait_on_cuda_event_record_corr_id=2),
+        _rt("cudaStreamWaitEvent", 37, 2, 7),
+        _sync("Stream Wait Event", 37, 0, 7, 20, wait_on_stream=40, wait_on_cuda_event_record_corr_id=5),
+        _rt("cudaLaunchKernel", 40, 5, 8), _kernel("void at::native::elementwise_kernel<128>", 660, 100, 8, 20),
+        _rt("cudaDeviceSynchronize", 50, 712, 9),
+    ])
+    db = tmp_path / "two-waits.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    path = query(db, "critical_path")
+    assert row["path_ns"] == row["step_ns"] == 1000 * US and row["cross_stream_basis"] == "sync events"
+    assert row["compute_kernel_ns"] == (100 + 600) * US and row["launch_delay_ns"] == (30 + 4) * US
+    assert path.filter(pl.col("kind") == "compute_kernel")["lane"].to_list() == ["stream 40", "stream 20"]
+
+
+def test_a_run_with_and_without_sync_events_is_mixed(tmp_path):
+    run = tmp_path / "mixed"
+    for rank in (0, 1):  # rank 0 records its stream waits, rank 1 does not
+        one = _sync_trace(tmp_path / f"r{rank}", waits=rank == 0)
+        _one_rank(run, json.loads((one / "rank0.json").read_text())["traceEvents"], rank, world_size=2)
+    db = tmp_path / "mixed.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    assert row["cross_stream_basis"] == "mixed" and row["path_ns"] == row["step_ns"]
 
 
 def _event_sync_trace(path: Path, waits: bool = True) -> Path:
