@@ -415,6 +415,7 @@ class Batch:
     def _reset(self) -> None:
         self.items: list = []  # (item, pending, moving, outcome)
         self.parts: list = []  # (trace_id, TraceRow, Extracted) whose tables are still to insert
+        self.trace_ids: list[int] = []  # the traces rows written in the open transaction
         self.runs: set[str] = set()  # runs rows written in the open transaction
         self.nbytes = 0
         self.opened: float | None = None
@@ -433,7 +434,6 @@ class Batch:
             if outcome.status == DEFERRED:
                 self.on_deferred(item, outcome)
                 return
-            log_outcome(self.con, outcome)
         except schema.DatabaseError:
             raise
         except Exception:  # noqa: BLE001  the transaction is lost: its files one by one, this one too
@@ -448,6 +448,7 @@ class Batch:
         trace, extracted = placed
         fresh = run.run_id not in self.written_runs and run.run_id not in self.runs
         trace_id = store.put_trace(self.con, trace, run.row() if fresh else None)
+        self.trace_ids.append(trace_id)
         self.runs.add(run.run_id)
         self.parts.append((trace_id, trace, extracted))
         self.nbytes += sum(table.nbytes for table in extracted.tables().values())
@@ -468,15 +469,38 @@ class Batch:
         try:
             if self.parts:
                 self._flush_parts()
+            log_outcomes(self.con, [outcome for *_, outcome in items])  # one statement for the batch
             self.con.execute("COMMIT")
         except Exception:  # noqa: BLE001
-            self._one_by_one(items)
-            return
+            if not self._committed():
+                self._one_by_one(items)
+                return
         self.written_runs |= self.runs
         self.most = min(BATCH_FILES, 2 * self.most)
         self._reset()
-        for _, _, _, outcome in items:
-            self.on_stored(outcome)
+        interrupted = None
+        for _, _, _, outcome in items:  # every committed file is handed on, even after a Ctrl-C (the
+            try:                        # caller's count of stored files stays exact), then it stops
+                self.on_stored(outcome)
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+
+    def _committed(self) -> bool:
+        """After a failure: whether the transaction was committed all the same (DuckDB says "Query
+        interrupted" of a COMMIT that Ctrl-C hit once it was made).  An open transaction is rolled
+        back first, so only committed rows are seen."""
+        try:
+            self.con.execute("ROLLBACK")
+        except duckdb.Error:  # none open: the COMMIT ran, or DuckDB rolled it back
+            pass
+        try:
+            (found,), = self.con.execute("SELECT count(*) FROM traces WHERE list_contains(?, trace_id)",
+                                         [self.trace_ids]).fetchall()
+        except duckdb.Error:
+            return False
+        return bool(self.trace_ids) and found == len(self.trace_ids)
 
     def time_left(self) -> float:
         """Seconds the open batch may still wait for the next file (BATCH_MIN_S from its start)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.extract import EXTRACT_VERSION
+from scaletrace.pipeline.store.write import put_run
 
 
 # A stat taken this soon after the file's mtime or ctime is not trusted on the next ingest: a write in
@@ -112,5 +113,4 @@ def _rewrite_changed_rows(con, runs) -> None:
         f"SELECT {', '.join(columns)} FROM runs WHERE list_contains(?, run_id)", [list(rows)]).fetchall()}
     for run_id, row in rows.items():
         if run_id in stored and stored[run_id] != list(row.values()):
-            con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(columns)}, updated_at) "
-                        f"VALUES ({', '.join('?' * len(columns))}, now())", list(row.values()))
+            put_run(con, row)
