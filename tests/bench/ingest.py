@@ -19,6 +19,13 @@ Prints MB/s (uncompressed JSON), the ratios, and peak RSS against the largest
 single file, for 1 copy and ``--copies`` copies: RSS should not grow with the
 number of files.
 
+Then the fixed costs, each a whole ``scaletrace ingest -q`` process (interpreter start
+included): a no-op re-ingest of the unchanged set (three in a row); each small run of
+``SMALL_RUNS`` ingested alone, into a new database and into the set's, against HTA's load of
+that run (``TraceAnalysis`` alone, as above, and HTA as a script runs it: a fresh interpreter,
+its import, the load); and ``--small-copies`` copies of those runs ingested in one command
+against HTA loading each of them in one process.
+
 Every scaletrace figure is given for both extractors (README, "The compiled
 extractor"): the compiled scanner and the reference (``SCALETRACE_EXTRACTOR=python``).
 Then one large trace (``--big-mb``, default 150 MB of JSON: a real GPU trace's
@@ -63,6 +70,7 @@ class FloorDoc(msgspec.Struct):
 
 FLOOR = msgspec.json.Decoder(Union[FloorDoc, list[Event]])
 
+SMALL_RUNS = ["hta-triton", "hta-mi250-rocm"]  # one trace each, 17 kB and 67 kB of JSON: fixed costs dominate
 HTA_LOADABLE = ["hta-a100-2rank", "hta-mi250-rocm", "hta-ns-resolution", "hta-triton",
                 "hta-ws128-sampled", "param-dlrm-8rank", "tracelens-b200"]
 
@@ -140,6 +148,55 @@ def time_scaletrace(paths: list[Path], db: Path, extractor: str = "compiled",
     out = subprocess.run([sys.executable, "-c", code, *map(str, paths), str(db)], cwd=ROOT,
                          capture_output=True, text=True, check=True, env=env)
     return time.perf_counter() - start, int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def time_cli(paths: list[Path], db: Path) -> float:
+    """Wall seconds of one ``scaletrace ingest -q`` process (the console script beside this Python)."""
+    script = Path(sys.executable).with_name("scaletrace")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "scaletrace.cli"]
+    start = time.perf_counter()
+    subprocess.run([*command, "ingest", *map(str, paths), "--db", str(db), "-q"], cwd=ROOT, check=True,
+                   capture_output=True)
+    return time.perf_counter() - start
+
+
+HTA_SCRIPT = ("import logging, sys; logging.disable(logging.WARNING); "
+              "from hta.trace_analysis import TraceAnalysis; [TraceAnalysis(trace_dir=d) for d in sys.argv[1:]]")
+
+
+def time_hta_process(runs: list[Path]) -> float:
+    """HTA as a script loads ``runs``: a fresh interpreter, HTA's import, then each run's TraceAnalysis."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", HTA_SCRIPT, *map(str, runs)], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def fixed_costs(traces: Path, tmp: Path, set_runs: list[Path], set_db: Path, copies: int) -> None:
+    """The no-op re-ingest, a small run alone, and many small runs in one command (module docstring)."""
+    print(f"\nfixed costs (whole `scaletrace ingest -q` processes):")
+    noop = [time_cli(set_runs, set_db) for _ in range(3)]
+    print(f"  no-op re-ingest of the {sum(len(list(r.iterdir())) for r in set_runs)} unchanged traces: "
+          + " / ".join(f"{t:.2f}" for t in noop) + " s  (target well under 0.3 s)")
+    for name in SMALL_RUNS:
+        run = tmp / "small" / f"{name}-alone"
+        shutil.copytree(traces / name, run)
+        t_hta, t_hta_process = time_hta([run]), time_hta_process([run])
+        t_new = time_cli([run], tmp / f"alone-{name}.duckdb")
+        shutil.copytree(traces / name, tmp / "small" / f"{name}-into-set")
+        t_into = time_cli([tmp / "small" / f"{name}-into-set"], set_db)
+        print(f"  {name} alone ({json_bytes(list(run.iterdir())) / 1e3:.0f} kB JSON): HTA load {t_hta:.2f} s, "
+              f"HTA script {t_hta_process:.2f} s; scaletrace into a new database {t_new:.2f} s "
+              f"({t_hta / t_new:.2f} x / {t_hta_process / t_new:.1f} x HTA), into the set's {t_into:.2f} s "
+              f"({t_hta / t_into:.2f} x / {t_hta_process / t_into:.1f} x HTA)  (target >= 5 x)")
+    many = []
+    for copy in range(copies):
+        for name in SMALL_RUNS:
+            many.append(tmp / "many" / f"{name}-{copy}")
+            shutil.copytree(traces / name, many[-1])
+    t_hta, t_hta_process = time_hta(many), time_hta_process(many)
+    t_ours = time_cli([tmp / "many"], tmp / "many.duckdb")
+    print(f"  {len(many)} small runs in one command: HTA load {t_hta:.2f} s, HTA script {t_hta_process:.2f} s; "
+          f"scaletrace {t_ours:.2f} s ({t_hta / t_ours:.1f} x / {t_hta_process / t_ours:.1f} x HTA)  (target >= 10 x)")
 
 
 def build_big(src: Path, dest: Path, min_bytes: int) -> int:
@@ -249,6 +306,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     parser.add_argument("--big-mb", type=int, default=150, help="size of the large trace (0: skip it)")
+    parser.add_argument("--small-copies", type=int, default=20, help="copies of each small run for the many-runs case")
     args = parser.parse_args()
     workers = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,6 +337,7 @@ def main() -> None:
                 print(f"  ratio to gunzip + simdjson: {t_ours / t_physical:5.2f} x")
             print(f"  peak RSS: {rss:.0f} MB with {len(files)} files, {rss_one:.0f} MB with {len(one_copy)} "
                   f"(largest file {largest:.1f} MB JSON)")
+        fixed_costs(args.traces, tmp, runs, tmp / "bench-compiled.duckdb", args.small_copies)
         if args.big_mb:
             big_trace(args.traces, tmp, args.big_mb)
 
