@@ -53,3 +53,27 @@ def test_parse_file_says_what_it_returns(tmp_path):
     assert (again.extracted, again.error) == (None, None)  # unchanged: skipped
     missing = parse_file(str(tmp_path / "nope.json"), None, DEFAULT_RULES, False)
     assert missing.sha256 is None and missing.error.startswith("cannot read file")
+
+
+def test_a_repeated_query_is_answered_from_the_first_result(fixtures_db, monkeypatch):
+    import polars as pl
+
+    from scaletrace.pipeline import connect
+    from scaletrace.pipeline.store import db as dbmodule
+
+    ran = []
+    real_run = dbmodule.Database._run
+    monkeypatch.setattr(dbmodule.Database, "_run", lambda self, sql, params, **kw: ran.append(sql) or
+                        real_run(self, sql, params, **kw))
+    with connect(fixtures_db) as database:
+        first = database.query("kernel_summary")
+        n = len(ran)
+        first = first.with_columns(pl.lit(0).alias("total_ns"))  # a caller's change stays the caller's
+        again = database.query("kernel_summary")
+        assert len(ran) == n  # no SQL ran for the repeat
+        assert again.equals(database.query("kernel_summary")) and not again.equals(first)
+        other = database.query("kernel_summary", run_id=again["run_id"][0])  # other parameters: asked anew
+        assert len(ran) > n and other.height <= again.height
+    with connect(fixtures_db) as database:  # a new Database asks anew
+        database.query("kernel_summary")
+        assert len(ran) > n + 1

@@ -28,6 +28,7 @@ TRACE_MAGIC = (b"\x1f\x8b", b"{", b"[")  # gzip, or JSON in object or array form
 READER_MEMORY_FRACTION = 4  # a reading connection's DuckDB memory_limit: this share of the machine's memory
 INTERRUPT_WAIT_S = 5.0  # after an interrupt, how long to wait for DuckDB to stop before going on without it
 BATCH_ROWS = 65_536  # rows per batch of a streamed result (Database.stream)
+MEMO_SIZE = 64  # query results a Database keeps for a repeated question (Database.query)
 # DuckDB types polars cannot take (or that may hold values it cannot, e.g. an infinite DATE), shown
 # as DuckDB's own text; per output format, nested values and BLOBs its writers cannot write.
 AS_TEXT = {"interval", "union", "bit", "date", "time", "time with time zone", "timestamp", "timestamp_s",
@@ -111,6 +112,7 @@ class Database:
     def __init__(self, path: str | Path, wait_s: float = 10.0, timeout_s: float | None = None):
         self.path = Path(path)
         self.timeout_s = timeout_s  # each query's time limit (None: none); Ctrl-C stops one either way
+        self._memo: dict[tuple, pl.DataFrame] = {}  # (query, parameters) -> its result (query())
         not_db = _traces_not_database(self.path)
         if not_db:
             raise DatabaseError(not_db)
@@ -132,9 +134,16 @@ class Database:
         register_definitions(self.con, path)
 
     def query(self, name: str, **params) -> pl.DataFrame:
-        """Run the named query file (see `scaletrace query --list`)."""
+        """Run the named query file (see `scaletrace query --list`).  A Database answers from one
+        snapshot (no process can write a DuckDB file while it is open read-only): a query asked
+        again with the same parameters gets the first result (explain and the report ask several
+        twice); the last MEMO_SIZE results are kept."""
         q = queries.load(name)
         bound = queries.bind(q, params)
+        key = (name, tuple(sorted(bound.items())))
+        if key in self._memo:
+            self._memo[key] = self._memo.pop(key)  # most recently used last
+            return self._memo[key].clone()
         for param, value in bound.items():
             if value is not None and param in KNOWN_VALUES:
                 self._check_known(param, value)
@@ -142,7 +151,11 @@ class Database:
 
         if name in critical_path.QUERIES:  # SQL over a walk that runs in Python first
             critical_path.prepare(self, bound.get("run_id"))
-        return self._run(q.sql, bound)
+        result = self._run(q.sql, bound)
+        self._memo[key] = result
+        while len(self._memo) > MEMO_SIZE:
+            self._memo.pop(next(iter(self._memo)))
+        return result.clone()
 
     def _check_known(self, param: str, value: object) -> None:
         what, plural, sql = KNOWN_VALUES[param]
