@@ -77,3 +77,28 @@ def test_a_repeated_query_is_answered_from_the_first_result(fixtures_db, monkeyp
     with connect(fixtures_db) as database:  # a new Database asks anew
         database.query("kernel_summary")
         assert len(ran) > n + 1
+
+
+def test_a_database_of_an_older_schema_is_one_line_naming_what_it_lacks_and_the_fix(fixtures_db, tmp_path):
+    from conftest import copy_db
+
+    from scaletrace.pipeline import connect, ingest
+    from scaletrace.pipeline.store.schema import DatabaseError
+
+    old = copy_db(fixtures_db, tmp_path / "old.duckdb")
+    con = duckdb.connect(str(old))  # as a version before the column was added left it
+    con.execute("ALTER TABLE device_events DROP COLUMN wait_stream")
+    con.execute("UPDATE meta SET value = 'an older setup' WHERE key = 'setup_sha256'")
+    con.close()
+    try:
+        connect(old)
+    except DatabaseError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("an older file opened as if current")
+    assert message == (f"{old}: written by an older scaletrace, without device_events.wait_stream; bring it up "
+                       f"to date with `scaletrace ingest PATH --db {old}`")
+    report = ingest(sorted(FIXTURES.glob("micro-*")), db=old, workers=1)  # the fix it names works
+    assert not report.errors, [o.line() for o in report.errors]
+    with connect(old) as database:
+        assert database.query("kernel_summary").height > 0

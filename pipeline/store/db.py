@@ -12,6 +12,7 @@ import polars as pl
 
 from scaletrace import queries
 from scaletrace.pipeline.common import limits, sandbox
+from scaletrace.pipeline.store import dbcheck
 from scaletrace.pipeline.store.schema import DatabaseError, _first_line, connect_waiting, register_definitions
 
 # Query parameters that must name something in the database, so that a typo is an
@@ -131,6 +132,11 @@ class Database:
             self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
+        missing = dbcheck.missing_columns(self.con)
+        if missing:
+            listed = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else "")
+            raise DatabaseError(f"{path}: written by an older scaletrace, without {listed}; bring it up to date with "
+                                f"`scaletrace ingest PATH --db {path}`")
         register_definitions(self.con, path)
 
     def query(self, name: str, **params) -> pl.DataFrame:

@@ -83,3 +83,16 @@ def expected_columns() -> dict[str, set[tuple[str, str]]]:
         return expected
     finally:
         con.close()
+
+
+def missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``table.column`` of this version's schema that a file set up by another version lacks (one
+    written before a column was added, not ingested into since); [] for a file of this version."""
+    if con.execute("SELECT count(*) FROM meta WHERE key = 'setup_sha256' AND value = ?",
+                   [schema.setup_digest()]).fetchall()[0][0]:
+        return []
+    present = set(con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main'").fetchall())
+    return [f"{table}.{name}" for table, columns in sorted(expected_columns().items())
+            for name, _ in sorted(columns) if (table, name) not in present]
