@@ -26,6 +26,10 @@ KIND_WORDS = {"compute_kernel": "compute kernels", "memory": "memory copies", "c
               "comm_wait": "waiting in a collective", "launch_delay": "launch delay", "cpu_op": "host ops",
               "host_gap": "host gap"}
 TOP_KINDS = 3
+# critical_path_summary.cross_stream_basis -> what the sentence adds (exact edges need no caveat)
+BASIS_WORDS = {"inferred": "; its cross-stream waits are inferred from the times (no CUDA sync events in the trace)",
+               "mixed": "; its cross-stream waits are from CUDA sync events where a trace has them, inferred "
+                        "from the times elsewhere"}
 
 
 def op_words(kind: str, name: str, rank: int) -> str:
@@ -62,7 +66,7 @@ def path_sentence(steps: pl.DataFrame) -> str | None:
     if steps.height > 1:
         same = steps.filter(pl.col("top_rank") == s["top_rank"]).height
         text += f"; rank {s['top_rank']} holds the most path time in {same} of the {steps.height} steps"
-    return text + "."
+    return text + BASIS_WORDS.get(s.get("cross_stream_basis"), "") + "."
 
 
 def with_path(db: "Database", sentences: pl.DataFrame) -> pl.DataFrame:

@@ -557,6 +557,20 @@ def test_explain_names_the_rank_and_the_op_that_cost_the_most_path_time(tmp_path
     assert text.startswith("Step 0's critical path") and f"rank 2 holds {round(100 * on_rank_2 / path)} %" in text
     assert "rank 2's compute kernels in sm90_xmma_gemm_bf16bf16_bf16f32" in text
     assert "rank 2 holds the most path time in 2 of the 2 steps" in text
+    assert text.endswith("; its cross-stream waits are inferred from the times (no CUDA sync events in the trace).")
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_explain_says_where_cross_stream_waits_came_from(tmp_path, waits):
+    from scaletrace.pipeline import connect
+    from scaletrace.reports.run_explain import describe_runs
+
+    run = _sync_trace(tmp_path / "t", waits)
+    db = tmp_path / "t.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    with connect(db) as database:
+        (text,) = describe_runs(database).filter(pl.col("about") == "critical path")["sentence"].to_list()
+    assert ("inferred from the times" in text) == (not waits), text
 
 
 def test_the_report_chart_draws_the_path_by_kind_per_gpu_count(tmp_path):
