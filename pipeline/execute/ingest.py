@@ -101,21 +101,23 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            if not _named_in_utf8(path, problems):
-                continue
-            run_dir, file = _in_run(path)
-            runs.setdefault(run_dir, []).append(file)
+            placed = _in_run(path, problems)
+            if placed:
+                runs.setdefault(placed[0], []).append(placed[1])
         elif path.is_dir():
             found = 0
             unreadable = _UnreadableDirs(problems)
             for root, dirs, files in os.walk(path, onerror=unreadable):  # does not follow symlinked dirs: no loops
                 dirs.sort()
+                resolved = None  # root, resolved once for its files
                 for name in sorted(files):
                     candidate = Path(root) / name
-                    if is_trace_file(candidate) and candidate.is_file() and _named_in_utf8(candidate, problems):
-                        run_dir, file = _in_run(candidate)
-                        runs.setdefault(run_dir, []).append(file)
-                        found += 1
+                    if is_trace_file(candidate) and candidate.is_file():
+                        resolved = resolved or candidate.absolute().parent.resolve()
+                        placed = _in_run(candidate, problems, resolved)
+                        if placed:
+                            runs.setdefault(placed[0], []).append(placed[1])
+                            found += 1
             if not found and not unreadable.seen:
                 problems.append(Outcome(_shown(path), "error", "no trace files (*.json, *.json.gz) found"))
         elif path.is_symlink():
@@ -127,29 +129,26 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
 
 
-def _named_in_utf8(path: Path, problems: list[Outcome]) -> bool:
-    """Whether ``path`` is UTF-8 text, as the database stores paths; a name with another byte
-    (legal on Linux: ``b_bad\\xff``) is that file's one line, shown escaped, and the other files
-    still ingest."""
+def _in_run(path: Path, problems: list[Outcome], run_dir: Path | None = None) -> tuple[Path, Path] | None:
+    """(run directory, file) of a trace: the directory that holds the entry, even when the entry
+    is a symlink to a file stored elsewhere (the run is the directory the user named); ``run_dir``:
+    that directory, resolved, when the caller has it.  None when the path is not UTF-8 text, as
+    the database stores paths: a name with another byte (legal on Linux: ``b_bad\\xff``) is that
+    file's one line in ``problems``, shown escaped, and the other files still ingest."""
+    run_dir = run_dir or path.absolute().parent.resolve()
+    file = run_dir / path.name
     try:
-        str(path.absolute().parent.resolve() / path.name).encode("utf-8")
-        return True
+        str(file).encode("utf-8")
     except UnicodeEncodeError:
         problems.append(Outcome(_shown(path), "error", "its path is not valid UTF-8, which the database stores paths as; "
                                                 "rename the file or its directory"))
-        return False
+        return None
+    return run_dir, file
 
 
 def _shown(path) -> str:
     """A path as text, bytes that are not UTF-8 escaped (``\\xff``): what lines and logs hold."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _in_run(path: Path) -> tuple[Path, Path]:
-    """(run directory, file) of a trace: the directory that holds the entry, even when the entry
-    is a symlink to a file stored elsewhere (the run is the directory the user named)."""
-    run_dir = path.absolute().parent.resolve()
-    return run_dir, run_dir / path.name
 
 
 class _UnreadableDirs:
