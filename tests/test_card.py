@@ -48,6 +48,14 @@ def knee_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(scope="module")
+def knee_report(knee_db, tmp_path_factory):
+    """The knee sweep's report with its static SVGs, built once: the tests of the page only read it."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SCALETRACE_STATIC_SVGS", "1")
+        return build_report(knee_db, tmp_path_factory.mktemp("knee-report") / "r.html")
+
+
 def tokens_per_s(step_us: float) -> float:
     return TOKENS / (step_us * 1e-6)
 
@@ -139,8 +147,8 @@ def test_run_order_is_numeric():
     assert run_sort_key({"run_id": "a", "world_size": None}) > run_sort_key({"run_id": "b", "world_size": 4})
 
 
-def test_the_page_opens_with_the_card(knee_db, tmp_path, static_svgs):
-    result = build_report(knee_db, tmp_path / "r.html")
+def test_the_page_opens_with_the_card(knee_db, knee_report):
+    result = knee_report
     page = result.path.read_text()
     body = page.split("</head><body>\n<h1>", 1)[1]
     assert body.index('id="card"') < body.index('id="sec-findings"') < body.index('id="sec-runs"')
@@ -194,8 +202,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make setup installs Debian's chromium as root)")
-def test_no_horizontal_scroll_at_1280_px_and_svgs_without_javascript(knee_db, tmp_path, static_svgs):
-    result = build_report(knee_db, tmp_path / "r.html")
+def test_no_horizontal_scroll_at_1280_px_and_svgs_without_javascript(knee_report, tmp_path):
+    result = knee_report
     page = result.path.read_text()
     probe = ('<script>setTimeout(() => { document.title = "SW=" + document.documentElement.scrollWidth + " CW=" '
              '+ document.documentElement.clientWidth + " LIVE=" + document.querySelectorAll("div.vega svg").length;'

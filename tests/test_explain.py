@@ -82,15 +82,21 @@ def test_diff_lists_families_largest_change_first(ex_db):
     assert bad.exit_code == 1 and "no run 'nope'" in bad.output
 
 
-def test_why_section_charts_validate_and_render(ex_db, tmp_path):
-    result = build_report(ex_db, tmp_path / "r.html")
+@pytest.fixture(scope="module")
+def ex_report(ex_db, tmp_path_factory):
+    """The report of ex_db, built once: the tests of it only read it."""
+    return build_report(ex_db, tmp_path_factory.mktemp("ex-report") / "r.html")
+
+
+def test_why_section_charts_validate_and_render(ex_db, ex_report):
+    result = ex_report
     for key in ("gpu_time_per_token", "efficiency_lost", "kernel_growth"):
         assert key in result.charts
     specs = [s for s in CHARTS if s.section == charts_explain.WHY]
     assert [s.key for s in specs] == ["gpu_time_per_token", "efficiency_lost", "kernel_growth", "idle_breakdown",
                                       "compute_efficiency"]
     specs = [s for s in specs if s.key in result.charts]  # synth records no shapes: no compute efficiency
-    html = (tmp_path / "r.html").read_text()
+    html = result.path.read_text()
     assert '<h2 class="section" id="why-efficiency-drops">Why efficiency drops</h2>' in html
     assert html.index("why-efficiency-drops") < html.index('id="chart-gpu_time_per_token"')
     assert any("points of scaling efficiency" in f for f in result.findings)
@@ -208,7 +214,7 @@ def test_report_draws_idle_and_compute_efficiency(shaped_db, tmp_path):
             "https://vega.github.io/schema/vega-lite/")
 
 
-def test_compute_efficiency_missing_names_record_shapes(ex_db, tmp_path):
-    result = build_report(ex_db, tmp_path / "r.html")
+def test_compute_efficiency_missing_names_record_shapes(ex_report):
+    result = ex_report
     assert "compute_efficiency" not in result.charts
     assert any(n.startswith("Compute efficiency vs GPUs:") and "record_shapes" in n for n in result.omitted)

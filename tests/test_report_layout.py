@@ -70,15 +70,36 @@ def layouts_db(tmp_path_factory):
     return path
 
 
-def _headroom(db_path, sweep: str) -> pl.DataFrame:
+@pytest.fixture(scope="module")
+def cost_data(cost_db):
+    """The report's data of cost_db, loaded once: the tests of it only read it."""
+    return _load(cost_db)
+
+
+@pytest.fixture(scope="module")
+def layouts_data(layouts_db):
+    return _load(layouts_db)
+
+
+@pytest.fixture(scope="module")
+def layouts_drawn(layouts_data):
+    """Every chart of layouts_db's report, {key: Vega-Lite spec}, built once."""
+    drawn, _ = build_charts(layouts_data)
+    return {k: spec for k, _, _, spec in drawn}
+
+
+def _load(db_path) -> report_data.ReportData:
     with connect(db_path) as db:
-        data = report_data.load(db)
+        return report_data.load(db)
+
+
+def _headroom(data: report_data.ReportData, sweep: str) -> pl.DataFrame:
     return data.headroom.filter(pl.col("sweep") == sweep).sort("world_size")
 
 
-def test_measured_headroom_is_the_overlap_over_the_transfer(cost_db):
+def test_measured_headroom_is_the_overlap_over_the_transfer(cost_data):
     """The all_reduce starts when round(0.8 · compute) of the step's compute is left; it lasts the transfer."""
-    df = _headroom(cost_db, "hidden").filter(pl.col("basis") == MEASURED)
+    df = _headroom(cost_data, "hidden").filter(pl.col("basis") == MEASURED)
     assert df["world_size"].to_list() == MEASURED_SIZES
     for r in df.iter_rows(named=True):
         n = r["world_size"]
@@ -89,10 +110,10 @@ def test_measured_headroom_is_the_overlap_over_the_transfer(cost_db):
         assert r["headroom_ratio"] == pytest.approx(overlap_us / transfer_us)
 
 
-def test_projected_headroom_shows_the_knee_one_gpu_count_early(cost_db):
+def test_projected_headroom_shows_the_knee_one_gpu_count_early(cost_data):
     """Measured at 16 GPUs the all_reduce still hides (headroom just above 1: no exposed comm yet); the
     projection to 32 and 64 follows the cost model and falls below 1, and the sentence says 32."""
-    df = _headroom(cost_db, "hidden")
+    df = _headroom(cost_data, "hidden")
     at16 = df.filter((pl.col("world_size") == 16) & (pl.col("basis") == MEASURED)).row(0, named=True)
     assert 1 < at16["headroom_ratio"] < 1.1
     assert HIDDEN.exposed_us(16) == 0 and HIDDEN.exposed_us(32) > 0
@@ -116,7 +137,7 @@ def test_headroom_with_a_straggler_counts_its_waiting(tmp_path):
         write_run(tmp_path, spec)
     db = tmp_path / "t.duckdb"
     assert not ingest([tmp_path], db=db, workers=1).errors
-    df = _headroom(db, "synth").filter(pl.col("basis") == MEASURED)
+    df = _headroom(_load(db), "synth").filter(pl.col("basis") == MEASURED)
     for n in (4, 8):
         dp = df.filter((pl.col("world_size") == n) & (pl.col("collectives") == "all_reduce")).row(0, named=True)
         comm_us = ((n - 1) * 300 + 100) / n
@@ -175,13 +196,11 @@ def _layer_rows(spec, layer) -> list[dict]:
     return d["values"] if "values" in d else spec["datasets"][d["name"]]
 
 
-def test_one_colour_per_layout_in_every_chart(layouts_db):
+def test_one_colour_per_layout_in_every_chart(layouts_db, layouts_data, layouts_drawn):
     with connect(layouts_db) as db:
-        data = report_data.load(db)
         selected = report_data.load(db, runs=["ddp-8", "tp-8", "fsdp-2", "fsdp-4"])
-    assert data.layout_domain == ["ddp", "fsdp", "tp2"]
-    drawn, _ = build_charts(data)
-    by_key = {k: spec for k, _, _, spec in drawn}
+    assert layouts_data.layout_domain == ["ddp", "fsdp", "tp2"]
+    by_key = layouts_drawn
     for key in ("marginal_returns", "throughput", "throughput_per_gpu", "efficiency", "mfu", "layouts"):
         colours = _colour_encodings(by_key[key], [])
         assert colours, f"{key} does not colour by layout"
@@ -195,11 +214,9 @@ def test_one_colour_per_layout_in_every_chart(layouts_db):
             assert c["scale"]["domain"] == ["ddp", "fsdp", "tp2"]
 
 
-def test_a_line_per_layout_across_gpu_counts(layouts_db):
+def test_a_line_per_layout_across_gpu_counts(layouts_drawn):
     """The throughput chart's lines: one per layout, each through its GPU counts (not the best run only)."""
-    with connect(layouts_db) as db:
-        drawn, _ = build_charts(report_data.load(db))
-    spec = {k: s for k, _, _, s in drawn}["throughput"]
+    spec = layouts_drawn["throughput"]
     def layers(node):
         for layer in node.get("layer", []):
             yield layer
@@ -245,9 +262,8 @@ def test_step_time_spread_is_the_step_logs_percentiles(tmp_path):
     assert any(str(r.get("si_label", "")).count("p95") == 1 for r in rows)
 
 
-def test_node_boundary_and_independent_rank_axes(cost_db):
-    with connect(cost_db) as db:
-        drawn, _ = build_charts(report_data.load(db))
+def test_node_boundary_and_independent_rank_axes(cost_data):
+    drawn, _ = build_charts(cost_data)
     by_key = {k: s for k, _, _, s in drawn}
     rows = _inline_rows(by_key["collectives"])
     assert {r["label"] for r in rows if "label" in r} == {"4 GPUs per node"}  # 'across' spans nodes from 8

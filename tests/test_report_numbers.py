@@ -223,10 +223,18 @@ def test_build_report_accepts_a_database(scaling_db, tmp_path):
     assert f"from {Path(scaling_db).name}" in result.path.read_text()
 
 
-def test_missing_output_directories_are_created_and_said(scaling_db, tmp_path):
-    out = tmp_path / "new" / "deeper" / "r.html"
-    png = tmp_path / "figs" / "png"
+@pytest.fixture(scope="module")
+def scaling_cli_report(scaling_db, tmp_path_factory):
+    """`scaletrace report` of scaling_db with --png, into directories that do not exist yet; run once for
+    the tests that read what it wrote and said: (html path, png directory, click result)."""
+    root = tmp_path_factory.mktemp("scaling-cli")
+    out, png = root / "new" / "deeper" / "r.html", root / "figs" / "png"
     result = CliRunner().invoke(main, ["report", "--db", str(scaling_db), "-o", str(out), "--png", str(png), "-q"])
+    return out, png, result
+
+
+def test_missing_output_directories_are_created_and_said(scaling_db, scaling_cli_report):
+    out, png, result = scaling_cli_report
     assert result.exit_code == 0, result.output
     assert out.is_file() and (png / "throughput.png").is_file()
     said = [ln for ln in result.output.splitlines() if ln.startswith("created directory")]
@@ -252,6 +260,7 @@ def _first_pixel(png: bytes) -> tuple[int, ...]:
     return tuple(raw[1:1 + (4 if colour == 6 else 3)])
 
 
-def test_exported_png_has_a_white_background(scaling_db, tmp_path):
-    build_report(scaling_db, tmp_path / "r.html", png_dir=tmp_path / "png")
-    assert _first_pixel((tmp_path / "png" / "throughput.png").read_bytes()) in ((255, 255, 255), (255, 255, 255, 255))
+def test_exported_png_has_a_white_background(scaling_cli_report):
+    _, png, result = scaling_cli_report
+    assert result.exit_code == 0, result.output
+    assert _first_pixel((png / "throughput.png").read_bytes()) in ((255, 255, 255), (255, 255, 255, 255))
