@@ -72,9 +72,12 @@ def _gaps(events) -> list[tuple[int, int, list]]:
     """(gap start, gap end, the events starting at the gap's end) of one window's device events."""
     out, prev_end = [], None
     events = sorted(events, key=lambda e: (e["start"], e["end"]))
+    starting: dict[int, list] = {}  # start -> the events starting then, in order
+    for e in events:
+        starting.setdefault(e["start"], []).append(e)
     for i, e in enumerate(events):
         if prev_end is not None and e["start"] > prev_end and (i == 0 or events[i - 1]["start"] != e["start"]):
-            out.append((prev_end, e["start"], [x for x in events if x["start"] == e["start"]]))
+            out.append((prev_end, e["start"], starting[e["start"]]))
         prev_end = e["end"] if prev_end is None else max(prev_end, e["end"])
     return out
 
