@@ -47,6 +47,12 @@ from scaletrace.queries import QUERY_DIR, QueryError, _strip_comments, read_head
 
 MACRO_DIR = QUERY_DIR / "macros"
 REFERENCE_DIR = QUERY_DIR / "reference"
+# Macros a reading connection computes once, for every run, and then reads (``share``): each takes
+# one parameter, ``run``, and its rows for a run do not depend on the other runs (every part filters
+# by run, every window is per run_id), so the whole result filtered to a run is the macro's answer
+# for that run (tests/test_definitions.py checks it on a database of several runs).  run_metrics is
+# read by most queries (run_summary, scaling, layouts, the sweep attribution) and costs 0.2-0.7 s.
+SHARED_PER_RUN = ("run_metrics",)
 
 
 @dataclass(frozen=True)
@@ -159,3 +165,26 @@ def register(con: duckdb.DuckDBPyConnection, persist: bool = False) -> None:
     connection, which reads none of them; the caller holds the transaction)."""
     for d in load():
         con.execute(d.create_sql(temporary=not persist))
+
+
+def readers(name: str) -> frozenset[str]:
+    """``name`` and every definition that reads it, directly or through others."""
+    found = {name}
+    for d in load():  # creation order: what a definition reads comes before it
+        if found & set(d.depends):
+            found.add(d.name)
+    return frozenset(found)
+
+
+def reads(sql: str, name: str) -> bool:
+    """Whether ``sql`` reads the definition ``name``, directly or through others (a whole word)."""
+    return bool(readers(name) & set(re.findall(r"\w+", _strip_comments(sql))))
+
+
+def share(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Compute the SHARED_PER_RUN macro ``name`` for every run into a TEMP table and make the macro
+    read it (every definition that calls the macro then reads the table): one computation per
+    connection instead of one per query."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name}__all AS SELECT * FROM {name}(NULL)")
+    con.execute(f"CREATE OR REPLACE TEMP MACRO {name}(run) AS TABLE "
+                f"SELECT * FROM {name}__all WHERE run IS NULL OR run_id = run")

@@ -212,3 +212,28 @@ def test_the_report_reads_only_query_files():
     for path in sorted(Path(report_data.__file__).parent.glob("*.py")):
         text = path.read_text()
         assert ".sql(" not in text and ".execute(" not in text and not re.search(r"\b(SELECT|FROM|WITH)\s", text), path
+
+
+def test_a_shared_per_run_macro_answers_each_run_as_computed_alone(traces, tmp_path):
+    """definitions.SHARED_PER_RUN: a macro computed once for every run gives each run what it gives
+    that run alone, and a connection then answers from the shared table."""
+    db = _ingest(traces, tmp_path / "shared.duckdb")
+    with connect(db) as database:
+        runs = database.sql("SELECT run_id FROM runs ORDER BY 1")["run_id"].to_list()
+        assert len(runs) > 2
+        alone = {(name, run): _rows(database.sql(f"SELECT * FROM {name}($run)", {"run": run}))
+                 for name in definitions.SHARED_PER_RUN for run in runs}
+        for name in definitions.SHARED_PER_RUN:
+            every = database.sql(f"SELECT * FROM {name}(NULL)")
+            for run in runs:
+                assert _rows(every.filter(pl.col("run_id") == run)) == alone[name, run], (name, run)
+        database.query("run_summary", run_id=runs[0])  # one run's question computes that run only
+        assert not database.sql("SELECT * FROM duckdb_tables() WHERE table_name LIKE '%\\_\\_all' ESCAPE '\\'").height
+        summary = database.query("run_summary")  # every run's: shared from now on
+        for name in definitions.SHARED_PER_RUN:
+            assert database.sql(f"SELECT count(*) AS n FROM {name}__all")["n"][0] == len(runs)
+            for run in runs:
+                assert _rows(database.sql(f"SELECT * FROM {name}($run)", {"run": run})) == alone[name, run]
+    with connect(db) as fresh:  # unshared, the same answer
+        assert _rows(summary) == \
+            _rows(fresh._run(queries.load("run_summary").sql, {"run_id": None}))

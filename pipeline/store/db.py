@@ -11,6 +11,7 @@ import duckdb
 import polars as pl
 
 from scaletrace import queries
+from scaletrace.queries import definitions
 from scaletrace.pipeline.common import limits, sandbox
 from scaletrace.pipeline.store import dbcheck
 from scaletrace.pipeline.store.schema import DatabaseError, _first_line, connect_waiting, register_definitions
@@ -114,6 +115,7 @@ class Database:
         self.path = Path(path)
         self.timeout_s = timeout_s  # each query's time limit (None: none); Ctrl-C stops one either way
         self._memo: dict[tuple, pl.DataFrame] = {}  # (query, parameters) -> its result (query())
+        self._shared: set[str] = set()  # the definitions.SHARED_PER_RUN macros computed on this connection
         not_db = _traces_not_database(self.path)
         if not_db:
             raise DatabaseError(not_db)
@@ -157,6 +159,11 @@ class Database:
 
         if name in critical_path.QUERIES:  # SQL over a walk that runs in Python first
             critical_path.prepare(self, bound.get("run_id"))
+        if bound.get("run_id") is None:  # a question about every run: share what several queries read
+            for shared in definitions.SHARED_PER_RUN:
+                if shared not in self._shared and definitions.reads(q.sql, shared):
+                    self._guard(lambda: definitions.share(self.con, shared))
+                    self._shared.add(shared)
         result = self._run(q.sql, bound)
         self._memo[key] = result
         while len(self._memo) > MEMO_SIZE:
