@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("SCALETRACE_STATIC_SVGS", "0")
 
 
-# Under pytest-xdist (opt-in: `pytest -n 2 --dist loadgroup`) each worker builds its own session and
+# Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker builds its own session and
 # module fixtures. These modules keep all their tests on one worker: test_cluster shares one Ray
 # cluster (and counts the raylets around a command that starts its own), test_collectors two torchrun
 # jobs, test_reports and test_report_numbers synthetic sweeps and the reports built from them once.
