@@ -1,8 +1,22 @@
-"""Altair, imported once for every chart module (``reports/__init__.py`` imports this first)."""
+"""Altair, imported once for every chart module (``reports/__init__.py`` imports this first).
+
+Two of the speed-ups below replace private Altair functions (``_FromDict``'s table, ``_deep_copy``)
+with equivalents that do less work; they are installed only on the Altair versions they were checked
+against (``PATCHED_FOR``; tests/test_altair_copies.py), so another version draws the same charts,
+only slower.  They apply to every chart built in the process, the caller's too.
+"""
 
 from __future__ import annotations
 
 import sys
+
+PATCHED_FOR = ("6.3.",)  # Altair versions whose private functions the speed-ups were written against
+
+
+def _patchable() -> bool:
+    import altair
+
+    return altair.__version__.startswith(PATCHED_FOR)
 
 
 def import_altair() -> None:
@@ -27,6 +41,8 @@ def share_class_table() -> None:
     classes, so one per set of classes gives the same objects.  Skipped where Altair has no ``_FromDict``."""
     from altair.utils import schemapi
 
+    if not _patchable():
+        return
     converter = getattr(schemapi, "_FromDict", None)
     if converter is None or getattr(converter, "_scaletrace_tables", None) is not None:
         return
@@ -50,6 +66,9 @@ def skip_undefined_in_copies() -> None:
     them ``Undefined`` (580,000 of 660,000 calls in one report, 1.5 s); this one returns those
     without the call and copies the rest as Altair does.  Skipped where Altair has no ``_deep_copy``."""
     from altair.utils import schemapi
+
+    if not _patchable():
+        return
 
     original = getattr(schemapi, "_deep_copy", None)
     undefined = getattr(schemapi, "Undefined", None)
