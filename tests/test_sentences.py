@@ -312,13 +312,16 @@ def card_frames(draw):
 
 def _expected_stop(summary: pl.DataFrame, sweep: str) -> int | None:
     """The card's rule by hand: the best (highest tokens/s) run at each GPU count; the first count
-    whose tokens/s per added GPU is below MARGINAL_FLOOR_PCT % of the baseline's tokens/s per GPU."""
+    whose tokens/s per added GPU is below MARGINAL_FLOOR_PCT % of the baseline's tokens/s per GPU.
+    The baseline is the sweep's (as `scaling`): the run with the fewest GPUs, ties broken by the
+    first run_id, which need not be the fastest run at that count."""
     from scaletrace.reports.card import MARGINAL_FLOOR_PCT
 
     rows = [r for r in summary.to_dicts() if r["workload"] == sweep]
     sizes = sorted({r["world_size"] for r in rows})
     best = {n: max(r["tokens_per_s"] for r in rows if r["world_size"] == n) for n in sizes}
-    base_per_gpu = best[sizes[0]] / sizes[0]
+    baseline = min(rows, key=lambda r: (r["world_size"], r["run_id"]))
+    base_per_gpu = baseline["tokens_per_s"] / baseline["world_size"]
     for prev, n in zip(sizes, sizes[1:]):
         if base_per_gpu and 100 * (best[n] - best[prev]) / (n - prev) / base_per_gpu < MARGINAL_FLOOR_PCT:
             return n
