@@ -21,9 +21,10 @@ os.environ.setdefault("SCALETRACE_STATIC_SVGS", "0")
 # Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker builds its own session and
 # module fixtures. These modules keep all their tests on one worker: test_cluster shares one Ray
 # cluster (and counts the raylets around a command that starts its own), test_collectors two torchrun
-# jobs, test_reports and test_report_numbers synthetic sweeps and the reports built from them once.
-# Every other test is scheduled on its own.
-ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_report_numbers", "test_reports")
+# jobs, test_reports and test_report_numbers synthetic sweeps and the reports built from them once,
+# test_packaging one wheel (built in the source tree's build/: two workers building at once collide
+# there, "File exists").  Every other test is scheduled on its own.
+ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_packaging", "test_report_numbers", "test_reports")
 
 
 @pytest.hookimpl(optionalhook=True)
