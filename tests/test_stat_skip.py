@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import errno
 import importlib
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
 import pytest
 
 from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.execute import workers
 from scaletrace.pipeline.store import runsync
 from scaletrace.pipeline.synth import SynthRun, write_run
 
@@ -48,7 +53,7 @@ def _no_reads(monkeypatch) -> None:
         raise AssertionError("a worker pool was started for unchanged files")
 
     monkeypatch.setattr(limits, "read_regular", refuse)
-    monkeypatch.setattr(ing, "in_order", no_pool)
+    monkeypatch.setattr(workers, "in_order", no_pool)
 
 
 def test_an_unchanged_file_is_not_read(tmp_path, monkeypatch):
@@ -59,6 +64,37 @@ def test_an_unchanged_file_is_not_read(tmp_path, monkeypatch):
     _no_reads(monkeypatch)
     report = ing.ingest([run], db=db, workers=1)
     assert _statuses(report) == ["unchanged", "unchanged"] and not report.errors
+
+
+# a fresh interpreter ingests ``argv[1]`` into ``argv[2]`` (the files were written just now: their stat
+# is trusted at once) and prints which of the parser's modules it loaded
+DRIVER = r"""
+import json, sys
+from scaletrace.pipeline.store import runsync
+runsync.RACY_NS = 0
+from scaletrace.pipeline.execute.ingest import ingest
+report = ingest([sys.argv[1]], db=sys.argv[2], workers=1)
+heavy = ("numpy", "pyarrow", "polars", "scaletrace.pipeline.read.extract", "concurrent.futures.process")
+print(json.dumps({"statuses": sorted({o.status for o in report.outcomes}), "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+def test_a_no_op_ingest_never_loads_the_parser(tmp_path):
+    """Nothing to parse: neither numpy, pyarrow nor the parser is imported, and no pool is made (the
+    no-op's fixed cost); the first ingest, which parses, loads them all."""
+    run, db = _run(tmp_path), tmp_path / "t.duckdb"
+
+    def ingest_in_a_new_process() -> dict:
+        out = subprocess.run([sys.executable, "-c", DRIVER, str(run), str(db)], capture_output=True,
+                             text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = ingest_in_a_new_process()
+    assert "ok" in first["statuses"] and len(first["loaded"]) == 4, first  # polars: never by an ingest
+    assert "polars" not in first["loaded"]
+    again = ingest_in_a_new_process()
+    assert again == {"statuses": ["unchanged"], "loaded": []}
 
 
 def test_an_edit_that_keeps_size_and_mtime_is_parsed_again(tmp_path, monkeypatch):

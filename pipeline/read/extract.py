@@ -14,34 +14,25 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 
 from scaletrace.pipeline.read import collectives as coll
-from scaletrace.pipeline.read import arrays, columns, families, intervals, launchers
+from scaletrace.pipeline.read import arrays, columns, intervals, launchers
 from scaletrace.pipeline.common import limits
 from scaletrace.pipeline.read.classify import Classifier, is_collective_call
 from scaletrace.pipeline.read.columns import flags_by_code as by_code
 from scaletrace.pipeline.read.decode import Args, TraceError, check_utf8_text, decode
-from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, COMM_KERNELS, CPU_OP_CAT,
+from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
                                                  FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
                                                  RUNTIME_CATS, STEP_NAME, STEP_RE)
 
 # Which stage 1 reads traces (README, "The compiled extractor"): "compiled (simdjson X.Y.Z)" when
 # pipeline/read/_scan.cpp is built and SCALETRACE_EXTRACTOR is not "python", else "python (msgspec)".
 EXTRACTOR = columns.active_extractor()
-# What the stored rows of a trace hold, for the same bytes: an ingest parses again a trace stored under
-# another version (runsync.known_shas).  2: device_events gained launch_op, family, family_basis,
-# short_name; 3: wait_stream, wait_event_corr (CUDA sync events); the digest follows the family and
-# communication tables, so a release that changes a rule re-classifies stored traces on their next ingest.
-EXTRACT_VERSION = "3-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
-                                              COMM_KERNELS)).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -656,11 +647,3 @@ def _shape_columns(cpu: columns.Side, positions: np.ndarray) -> dict:
     values = [s for _, s in rows] + [(None, None, None)]
     return {name: _strings(codes, [v[i] for v in values])
             for i, name in enumerate(("input_dims", "input_types", "concrete_inputs"))}
-
-
-RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-
-
-def rank_from_filename(path: Path) -> int | None:
-    match = RANK_RE.search(path.name)
-    return int(match.group(1)) if match else None

@@ -89,8 +89,13 @@ NAME_FAMILIES: tuple[tuple[str, str], ...] = (
                     r"tensorop|subtensor|scale|bias|dropout|mask|arange|pad|reshape"),
 )
 
-_OP_RULES = tuple((family, re.compile(pattern)) for family, pattern in OP_FAMILIES)
-_NAME_RULES = tuple((family, re.compile(pattern)) for family, pattern in NAME_FAMILIES)
+
+
+@lru_cache(maxsize=2)
+def compiled(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
+    """``rules`` (OP_FAMILIES, NAME_FAMILIES) compiled, once per process, on first use: a process
+    that classifies nothing (a no-op ingest) never compiles them."""
+    return tuple((family, re.compile(pattern)) for family, pattern in rules)
 
 
 @lru_cache(maxsize=65536)
@@ -99,7 +104,7 @@ def op_family(op: str) -> str | None:
     if OPAQUE_OPS.match(op):
         return None
     text = op.lower()[:MAX_NAME_CHARS]
-    for family, pattern in _OP_RULES:
+    for family, pattern in compiled(OP_FAMILIES):
         if pattern.search(text):
             return family
     return None
@@ -109,7 +114,7 @@ def op_family(op: str) -> str | None:
 def name_family(name: str) -> str:
     """The family of a kernel from its base name alone."""
     text = base_name(name).lower()[:MAX_NAME_CHARS]
-    for family, pattern in _NAME_RULES:
+    for family, pattern in compiled(NAME_FAMILIES):
         if pattern.search(text):
             return family
     return OTHER

@@ -15,12 +15,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Optional
 
-import msgspec
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
-from scaletrace.pipeline.read import arrays
+import msgspec
+
 from scaletrace.pipeline.common import limits
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SIDE_RE = re.compile(r"^rank(\d+)\.(steps|power)\.jsonl$")
 
@@ -63,12 +65,14 @@ def side_files(run_dir: Path) -> list[tuple[Path, int, str]]:
     return found
 
 
-def read(path: Path, kind: str) -> tuple[str, pa.Table]:
-    """sha256 and the records as an Arrow table (the log table's columns less run_id and rank);
-    ValueError names the bad line, or says the file is not a regular file (a FIFO would block for
-    ever, /dev/zero never ends) or is over the size limit."""
+def read(path: Path, kind: str, known_sha: str | None = None) -> tuple[str, pa.Table | None]:
+    """sha256 and the records as an Arrow table (the log table's columns less run_id and rank),
+    or None for the records when the sha256 is ``known_sha`` (unchanged: not decoded); ValueError
+    names the bad line, or says the file is not a regular file (a FIFO would block for ever,
+    /dev/zero never ends) or is over the size limit."""
     raw = limits.read_regular(path, limits.MAX_SIDE_FILE_BYTES, "the side-file size limit")
-    return hashlib.sha256(raw).hexdigest(), decode(raw, kind)
+    sha = hashlib.sha256(raw).hexdigest()
+    return sha, None if sha == known_sha else decode(raw, kind)
 
 
 def decode(raw: bytes, kind: str) -> pa.Table:
@@ -100,9 +104,7 @@ def _one_value_a_line(values: list, lines: list[bytes]) -> bool:
     values follow each other, so equal lengths mean equal spans), else the same stripped text."""
     if len(values) != len(lines):
         return False
-    n = len(lines)
-    if np.array_equal(np.fromiter(map(len, values), dtype=np.int64, count=n),
-                      np.fromiter(map(len, lines), dtype=np.int64, count=n)):
+    if list(map(len, values)) == list(map(len, lines)):
         return True
     return all(bytes(v) == line.strip() for v, line in zip(values, lines))  # lines with spaces around
 
@@ -120,6 +122,11 @@ def _first_bad_line(raw: bytes, struct) -> None:
 
 def _table(records: list, struct) -> pa.Table:
     """Columns by field, built from numpy buffers (no per-row inserts)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from scaletrace.pipeline.read import arrays
+
     n = len(records)
     columns = {}
     for name in struct.__struct_fields__:

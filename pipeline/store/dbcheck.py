@@ -29,8 +29,8 @@ def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: 
             return schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         con = schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         try:
-            check_ours(con, db)
-            return schema.open_for_write(db, wait_s, on_wait, con=con)  # the same connection: one open
+            setup = check_ours(con, db)
+            return schema.open_for_write(db, wait_s, on_wait, con=con, setup=setup)  # one open, one read
         except BaseException:
             con.close()
             raise
@@ -38,23 +38,20 @@ def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: 
         raise DatabaseError(f"{db}: cannot be used as a scaletrace database ({oneline.message(exc)})") from None
 
 
-def check_ours(con, db) -> None:
+def check_ours(con, db) -> schema.Setup:
     """Refuse a database that holds tables but is not scaletrace's, or whose scaletrace tables
-    have columns scaletrace does not write (another tool's, or a damaged file)."""
-    tables = {name for (name,) in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND NOT temporary").fetchall()}
+    have columns scaletrace does not write (another tool's, or a damaged file); returns what the
+    file holds of the set-up (``schema.read_setup``)."""
+    setup = schema.read_setup(con)
+    tables = setup.tables
     if not tables:
-        return
-    if "meta" not in tables or not con.execute(
-            "SELECT count(*) FROM meta WHERE key = 'schema_version'").fetchall()[0][0]:
+        return setup
+    if "schema_version" not in setup.meta:
         named = ", ".join(sorted(tables)[:MAX_NAMED]) + (", ..." if len(tables) > MAX_NAMED else "")
         raise DatabaseError(f"{db}: not a scaletrace database (it holds other tables: {named}); "
                             "give a new file or one scaletrace wrote")
-    if set(schema.TABLES) <= tables and con.execute(
-            "SELECT count(*) FROM meta WHERE key = 'setup_sha256' AND value = ?", [schema.setup_digest()]
-            ).fetchall()[0][0]:
-        return  # set up by this very schema: its columns are schema.sql's
+    if setup.by_this_version():
+        return setup  # set up by this very schema: its columns are schema.sql's
     expected = expected_columns()
     columns: dict[str, list[tuple[str, str]]] = {}
     for table, name, kind in con.execute(
@@ -66,6 +63,7 @@ def check_ours(con, db) -> None:
         if foreign:
             raise DatabaseError(f"{db}: not a scaletrace database of this version: table {table} has columns "
                                 f"scaletrace does not write ({', '.join(foreign[:MAX_NAMED])})")
+    return setup
 
 
 @lru_cache(maxsize=1)
@@ -88,8 +86,7 @@ def expected_columns() -> dict[str, set[tuple[str, str]]]:
 def missing_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
     """``table.column`` of this version's schema that a file set up by another version lacks (one
     written before a column was added, not ingested into since); [] for a file of this version."""
-    if con.execute("SELECT count(*) FROM meta WHERE key = 'setup_sha256' AND value = ?",
-                   [schema.setup_digest()]).fetchall()[0][0]:
+    if schema.read_setup(con).by_this_version():
         return []
     present = set(con.execute(
         "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "

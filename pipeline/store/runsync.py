@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from scaletrace.pipeline.read import sidefiles
-from scaletrace.pipeline.read.extract import EXTRACT_VERSION
+from scaletrace.pipeline.read.version import EXTRACT_VERSION
 from scaletrace.pipeline.store.write import put_run
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -72,24 +73,49 @@ def _not_openable(exc: Exception) -> str:
     return f"cannot open ({_first_line(exc)})"
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What a database file holds of scaletrace's set-up: its tables, and its ``meta`` rows (none
+    in a new file).  Read once per open for writing (:func:`read_setup`): the checks of
+    ``dbcheck`` and :func:`open_for_write` share it."""
+
+    tables: frozenset[str]  # the file's own tables (schema main)
+    meta: dict[str, str]
+
+    def by_this_version(self) -> bool:
+        """Set up by this very version: its ``setup_sha256`` is this version's digest (schema.sql,
+        the schema version, the definition files) and it still holds each of its tables."""
+        return set(TABLES) <= self.tables and self.meta.get("setup_sha256") == setup_digest()
+
+
+def read_setup(con: duckdb.DuckDBPyConnection) -> Setup:
+    """The file's :class:`Setup`: one query, two when it has a ``meta`` table."""
+    tables = frozenset(name for (name,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND NOT temporary").fetchall())
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+    return Setup(tables, meta)
+
+
 def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
-                   con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+                   con: duckdb.DuckDBPyConnection | None = None, setup: Setup | None = None
+                   ) -> duckdb.DuckDBPyConnection:
     """A connection to ``db`` (``con``, else a new one) with this version's tables and stored
-    definitions.  A file already set up by this version (its ``meta`` row ``setup_sha256`` is the
-    digest of schema.sql, the schema version and the definition files, it holds every table, and
-    its stored definitions are those written then: ``definitions_md5``) is left as it is: a no-op
-    ingest costs two queries here, not the DDL and ~25 CREATE MACROs."""
+    definitions.  A file already set up by this version (``Setup.by_this_version``; ``setup``: the
+    caller's read of it) whose stored definitions are those written then (``definitions_md5``) is
+    left as it is: a no-op ingest costs one query here, not the DDL and ~25 CREATE MACROs."""
     con = con or connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
-    wanted = setup_digest()
-    if _set_up(con, wanted):
-        return con
+    setup = setup or read_setup(con)
+    stored = setup.meta.get("definitions_md5")
+    if setup.by_this_version() and stored is not None and stored == definitions.stored_fingerprint(con):
+        return con  # the plain duckdb CLI may have replaced a stored definition: then they are rewritten
     con.execute("BEGIN")
     con.execute(SCHEMA_SQL.read_text())
     # the stored copies (for the plain duckdb CLI) are rewritten when they changed; reading
     # connections use the package's own (TEMP) definitions
     definitions.register(con, persist=True)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('setup_sha256', ?)", [wanted])
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('setup_sha256', ?)", [setup_digest()])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('definitions_md5', ?)", [definitions.stored_fingerprint(con)])
     con.execute("COMMIT")
     return con
@@ -101,21 +127,6 @@ def setup_digest() -> str:
 
     text = f"{SCHEMA_VERSION}\0{SCHEMA_SQL.read_text()}\0{definitions.digest()}"
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _set_up(con: duckdb.DuckDBPyConnection, wanted: str) -> bool:
-    """Whether the file was set up by this version, still holds each of its tables, and its stored
-    definitions are as written (the plain duckdb CLI may have replaced one)."""
-    try:
-        (present, recorded, stored), = con.execute(
-            "SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND schema_name = 'main' AND NOT temporary AND list_contains($tables, table_name)), "
-            "(SELECT max(value) FROM meta WHERE key = 'setup_sha256'), "
-            "(SELECT max(value) FROM meta WHERE key = 'definitions_md5')", {"tables": list(TABLES)}).fetchall()
-    except duckdb.Error:  # no meta table yet: a new file
-        return False
-    return (recorded == wanted and present == len(TABLES) and stored is not None
-            and stored == definitions.stored_fingerprint(con))
 
 
 def register_definitions(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:

@@ -5,11 +5,14 @@ are ``pipeline/store/schema.py``."""
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass, fields
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
+from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES
 
-from scaletrace.pipeline.read.extract import Extracted
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from scaletrace.pipeline.read.extract import Extracted
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def put_trace(con, trace: TraceRow, run: dict | None, trace_id: int | None = Non
     :func:`append_rows` in the same transaction."""
     old = con.execute("SELECT trace_id FROM traces WHERE path = ?", [trace.path]).fetchall()
     if old:
-        for table in Extracted.TABLES:
+        for table in PER_TRACE_TABLES:
             con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [old[0][0]])
         con.execute("DELETE FROM traces WHERE trace_id = ?", [old[0][0]])
     if run is not None:
@@ -93,7 +96,9 @@ def append_rows(con, parts: list[tuple[int, TraceRow, Extracted]]) -> None:
     table for all of them (each table's Arrow parts, with their trace_id, run_id and rank columns
     put in front, joined without a copy).  A statement costs ~1.5 ms whatever its size, so a file's
     seven inserts were most of a small file's write."""
-    for table in Extracted.TABLES:
+    import pyarrow as pa  # loaded with the parse: an ingest that parses nothing never needs it
+
+    for table in PER_TRACE_TABLES:
         pieces = [_keyed(getattr(ex, table), trace_id, trace) for trace_id, trace, ex in parts]
         pieces = [piece for piece in pieces if piece.num_rows]
         if not pieces:
@@ -113,6 +118,9 @@ def append_rows(con, parts: list[tuple[int, TraceRow, Extracted]]) -> None:
 def _keyed(arrow: pa.Table, trace_id: int, trace: TraceRow) -> pa.Table:
     """``arrow`` with the table's three leading columns (trace_id, run_id, rank) in front (built
     from buffers: ``pa.array`` imports pandas on its first call)."""
+    import numpy as np
+    import pyarrow as pa
+
     rows = arrow.num_rows
     run_id = trace.run_id.encode("utf-8")
     name = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, len(run_id)], np.int32)),
@@ -124,6 +132,9 @@ def _keyed(arrow: pa.Table, trace_id: int, trace: TraceRow) -> pa.Table:
 
 
 def _full(value: int, rows: int, dtype) -> pa.Array:
+    import numpy as np
+    import pyarrow as pa
+
     return pa.Array.from_buffers(pa.from_numpy_dtype(dtype), rows, [None, pa.py_buffer(np.full(rows, value, dtype))])
 
 
@@ -139,7 +150,7 @@ def drop_trace(con, path: str) -> None:
     con.execute("BEGIN")
     try:
         for (tid,) in con.execute("SELECT trace_id FROM traces WHERE path = ?", [path]).fetchall():
-            for table in Extracted.TABLES:
+            for table in PER_TRACE_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [tid])
             con.execute("DELETE FROM traces WHERE trace_id = ?", [tid])
         con.execute("COMMIT")
