@@ -33,7 +33,7 @@ ing = importlib.import_module("scaletrace.pipeline.execute.ingest")
 from scaletrace.pipeline.store import write as store
 ing.BATCH_FIRST = ing.BATCH_FILES = int(sys.argv[3])
 ing.BATCH_MIN_S = 3600.0
-where, calls = sys.argv[2], {"put_trace": 0, "append_rows": 0}
+where, calls = sys.argv[2], {"put_traces": 0, "append_rows": 0}
 
 def killing(name, real, after):
     def patched(*args, **kwargs):
@@ -45,9 +45,9 @@ def killing(name, real, after):
     return patched
 
 per_batch = int(sys.argv[3])
-# put_trace: the traces row of the second batch's second file is written, its other files are not;
+# put_traces: the traces and runs rows of the second batch are written, none of their tables' rows;
 # append_rows: every row of the second batch is written, its COMMIT has not run
-store.put_trace = killing("put_trace", store.put_trace, per_batch + 2)
+store.put_traces = killing("put_traces", store.put_traces, 2)
 store.append_rows = killing("append_rows", store.append_rows, 2)
 ing.ingest(sys.argv[4:], db=sys.argv[1], workers=2)
 print("not killed")
@@ -78,7 +78,7 @@ def stored(db: Path) -> dict:
         con.close()
 
 
-@pytest.mark.parametrize("where", ["put_trace", "append_rows"])
+@pytest.mark.parametrize("where", ["put_traces", "append_rows"])
 def test_sigkill_inside_a_multi_file_batch_leaves_no_partial_file_and_rerun_completes(tmp_path, where):
     runs = make_runs(tmp_path / "traces")
     files = sorted(str(f) for run in runs for f in run.glob("rank*.json"))

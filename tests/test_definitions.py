@@ -173,6 +173,9 @@ GOOD_TABLE = {"reference/t.sql": HEAD.format(name="t") + "SELECT 1 AS x\n"}
      r"cycle: (a -> b -> a|b -> a -> b)"),
     ({"macros/a.sql": HEAD.format(name="a") + "CREATE MACRO a() AS TABLE SELECT 1\n"},
      r"one SELECT after the header"),
+    ({"macros/a.sql": HEAD.format(name="a") + "SELECT 1 AS x; DROP TABLE t\n"}, r"one SELECT after the header"),
+    ({"macros/a.sql": HEAD.format(name="a") + "SELECT ';' AS x FROM t /* ; */; DELETE FROM t\n"},
+     r"one SELECT after the header"),
     ({"macros/a.sql": HEAD.format(name="b") + "SELECT 1\n"}, r"header needs '-- name: a'"),
     ({"macros/t.sql": HEAD.format(name="t") + "SELECT 2 AS x\n"}, r"'t' is also defined by"),
     ({"reference/u.sql": HEAD.format(name="u") + "-- param: run VARCHAR r\nSELECT 1\n"}, r"takes no parameters"),
@@ -197,6 +200,26 @@ def test_dependencies_are_created_first(tmp_path, monkeypatch):
     con = duckdb.connect()
     definitions.register(con)
     assert con.sql("SELECT y FROM a(41)").fetchall() == [(42,)]
+
+
+@pytest.mark.parametrize("body, one", [
+    ("SELECT 1", True), ("WITH a AS (SELECT 1 AS x) SELECT * FROM a", True), ("FROM t", True),
+    ("SELECT ';' AS x, \"a;b\" FROM t -- ;\n/* ; */", True), ("SELECT 'it''s;' AS x", True),
+    ("SELECT 1; DROP TABLE t", False), ("DELETE FROM t", False), ("SELECT 'a'';'; SELECT 2", False),
+    ("CREATE MACRO m() AS TABLE SELECT 1", False),
+])
+def test_the_loaders_lexical_check_finds_one_query(body, one):
+    """The loader's cheap check agrees with DuckDB's parser on each case (one statement, a SELECT)."""
+    statements = duckdb.extract_statements(body)
+    assert (len(statements) == 1 and statements[0].type == duckdb.StatementType.SELECT) == one
+    assert definitions.one_query(body) == one
+
+
+@pytest.mark.parametrize("definition", [d.name for d in definitions.load()])
+def test_every_definition_is_one_select_to_duckdbs_parser(definition):
+    """What the loader checks lexically, DuckDB's own parser confirms for every shipped file."""
+    statements = duckdb.extract_statements(next(d for d in definitions.load() if d.name == definition).body)
+    assert len(statements) == 1 and statements[0].type == duckdb.StatementType.SELECT
 
 
 @pytest.mark.parametrize("definition", [d.name for d in definitions.load()])

@@ -9,7 +9,6 @@ sum of files.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import re
 import threading
@@ -313,7 +312,8 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)  # refuses a file that is not scaletrace's
+    # refuses a file that is not scaletrace's; the stored definitions are written later (below)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait, definitions=False)
     try:
         runs, tasks = _plan(con, run_dirs, problems, record, meta)
         if tasks:
@@ -321,6 +321,8 @@ def ingest(
             con = None
             con = _parse_and_write(db, tasks, record, on_progress, lock_wait_s, on_wait, rules=rules,
                                    keep_python=keep_python, workers=workers, max_trace_bytes=max_trace_bytes)
+        else:
+            dbcheck.set_up_definitions(con, db)
         finished = finish_runs(con, runs)
         for outcome in finished:
             record(outcome)
@@ -367,13 +369,22 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
     deferred: list = []  # files whose rank clashed only with such rows: written after the others
     moving: dict[str, int] = {}  # a deferred file -> its new rank
     ordered = in_order(parse_file, [(str(f), sha, rules, keep_python) for f, _, sha in tasks],
-                       pool_size(workers, len(tasks)), _failed_parse, max_trace_bytes=max_trace_bytes)
+                       pool_size(workers, len(tasks)), _failed_parse, sizes=[_size(f) for f, _, _ in tasks],
+                       max_trace_bytes=max_trace_bytes)
     parsed = zip(((f, run) for f, run, _ in tasks), ordered)
-    first = next(parsed, None)  # the pool starts before DuckDB opens (fork: no __main__ re-import)
-    con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked and set up above
-    # one DuckDB thread: the parse workers have the cores, and a file's small inserts gain nothing
-    # from more (measured: 60 files' writes 1.6-1.9 s of CPU with the default, 1.4-1.5 s with one)
-    con.execute("SET threads = 1")
+    con = None
+    try:
+        ordered.start()  # the workers are forked before DuckDB opens (fork: no __main__ re-import)
+        con = dbcheck.open_for_write(db, lock_wait_s, on_wait, setup=False)  # checked above
+        dbcheck.set_up_definitions(con, db)  # while the workers parse (~0.25 s for a new file)
+        # one DuckDB thread: the parse workers have the cores, and a file's small inserts gain nothing
+        # from more (measured: 60 files' writes 1.6-1.9 s of CPU with the default, 1.4-1.5 s with one)
+        con.execute("SET threads = 1")
+    except BaseException:
+        ordered.close()
+        if con is not None:
+            con.close()
+        raise
     done = 0
 
     def stored(outcome: Outcome) -> None:  # a file's outcome, once its batch is committed
@@ -390,7 +401,7 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
     batch = Batch(con, stored, defer)
     written = False
     try:
-        for item in itertools.chain([first] if first else [], parsed):
+        for item in parsed:
             (path, _run), _result = item
             pending.discard(str(path))
             batch.add(item, pending | {str(p) for (p, _), _ in deferred})
@@ -408,6 +419,14 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
         batch.abandon()
         if not written:
             con.close()
+
+
+def _size(path: Path) -> int:
+    """The file's bytes on disk (0 when it cannot be stat'ed: its parse says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 # A batch: the files written in one transaction.  Its Arrow tables are held until it commits (a
@@ -439,9 +458,12 @@ class Batch:
 
     def _reset(self) -> None:
         self.items: list = []  # (item, pending, moving, outcome)
-        self.parts: list = []  # (trace_id, TraceRow, Extracted) whose tables are still to insert
+        self.parts: list = []  # (TraceRow, Extracted) staged: their traces rows and tables still to write
+        self.replaced: list[int] = []  # the stored trace_ids of the staged files' older versions
+        self.new_runs: list[dict] = []  # runs rows staged
+        self.staged: dict[str, tuple[str, int]] = {}  # path -> (run id, rank) of each staged traces row
         self.trace_ids: list[int] = []  # the traces rows written in the open transaction
-        self.runs: set[str] = set()  # runs rows written in the open transaction
+        self.runs: set[str] = set()  # runs rows written (or staged) in the open transaction
         self.nbytes = 0
         self.opened: float | None = None
 
@@ -467,23 +489,31 @@ class Batch:
         self.items.append((item, pending, moving, outcome))
 
     def _stage(self, path: Path, run: RunDir, parsed: ParsedFile, pending, moving) -> Outcome:
-        placed = _place(self.con, path, run, parsed, pending, moving)
+        """Check one file against what is stored and staged, and stage its rows: they are written
+        with the batch's others (:meth:`_flush`), a few statements for the whole batch."""
+        placed = _place(self.con, path, run, parsed, pending, moving, self.staged)
         if isinstance(placed, Outcome):
             return placed
-        trace, extracted = placed
-        fresh = run.run_id not in self.written_runs and run.run_id not in self.runs
-        trace_id = store.put_trace(self.con, trace, run.row() if fresh else None)
-        self.trace_ids.append(trace_id)
+        trace, extracted, old = placed
+        if run.run_id not in self.written_runs and run.run_id not in self.runs:
+            self.new_runs.append(run.row())
         self.runs.add(run.run_id)
-        self.parts.append((trace_id, trace, extracted))
+        self.replaced += [old] if old is not None else []
+        self.staged[trace.path] = (trace.run_id, trace.rank)
+        self.parts.append((trace, extracted))
         self.nbytes += sum(table.nbytes for table in extracted.tables().values())
         if self.full():
-            self._flush_parts()
+            self._flush()
         return stored_outcome(trace, extracted.meta.zero_duration_events)
 
-    def _flush_parts(self) -> None:
-        store.append_rows(self.con, self.parts)
-        self.parts = []
+    def _flush(self) -> None:
+        """Write the staged rows: the older versions' rows dropped, the runs and traces rows, then
+        every per-trace table, one INSERT each."""
+        traces = [trace for trace, _ in self.parts]
+        trace_ids = store.put_traces(self.con, traces, self.new_runs, self.replaced)
+        self.trace_ids += trace_ids
+        store.append_rows(self.con, [(trace_id, trace, ex) for trace_id, (trace, ex) in zip(trace_ids, self.parts)])
+        self.parts, self.replaced, self.new_runs, self.staged = [], [], [], {}
 
     def commit(self) -> None:
         """Commit the open transaction, then hand its outcomes on; a failure (a value a column
@@ -492,8 +522,8 @@ class Batch:
             return
         items = self.items
         try:
-            if self.parts:
-                self._flush_parts()
+            if self.parts or self.new_runs:
+                self._flush()
             log_outcomes(self.con, [outcome for *_, outcome in items])  # one statement for the batch
             self.con.execute("COMMIT")
         except Exception:  # noqa: BLE001
@@ -673,10 +703,15 @@ def resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta:
     )
 
 
-def stored_others(con, run_id: str, path: Path) -> int:
-    """Traces stored for ``run_id`` under another path than ``path``."""
-    return con.execute("SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?",
-                       [run_id, str(path)]).fetchall()[0][0]
+def stored_others(con, run_id: str, path: Path, staged: dict[str, tuple[str, int]] | None = None) -> int:
+    """Traces stored for ``run_id`` under another path than ``path``; ``staged``: the traces rows of
+    the open batch not yet written (path -> run id, rank), counted as stored, in place of any
+    older row of theirs."""
+    staged = staged or {}
+    paths = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND path <> ?",
+                                       [run_id, str(path)]).fetchall()]
+    return (sum(p not in staged for p in paths)
+            + sum(r == run_id and p != str(path) for p, (r, _) in staged.items()))
 
 
 class ClashWithPending(TraceError):
@@ -689,17 +724,25 @@ DEFERRED = "deferred"  # an Outcome status that never reaches the log: the file 
 
 
 def check_clash(con, run_id: str, rank: int, path: Path, pending: set[str] | frozenset = frozenset(),
-                moving: dict[str, int] | None = None) -> None:
+                moving: dict[str, int] | None = None, staged: dict[str, tuple[str, int]] | None = None
+                ) -> int | None:
     """TraceError when another file of the run is stored with the same rank; ClashWithPending
     when each such file is one of ``pending`` (this ingest has yet to write them).  ``moving``:
-    deferred files and the rank each now has; a row of one moving to another rank is no clash."""
-    clash = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ? "
-                                       "ORDER BY path", [run_id, rank, str(path)]).fetchall()
-             if not (moving and p in moving and moving[p] != rank)]
+    deferred files and the rank each now has; a row of one moving to another rank is no clash.
+    ``staged``: as :func:`stored_others`.  Returns the trace_id stored for ``path`` (None: a new
+    file), read by the same query."""
+    staged = staged or {}
+    rows = con.execute("SELECT path, trace_id FROM traces WHERE (run_id = ? AND rank = ?) OR path = ?",
+                       [run_id, rank, str(path)]).fetchall()
+    old = next((trace_id for p, trace_id in rows if p == str(path)), None)
+    holders = [p for p, _ in rows if p != str(path) and p not in staged]
+    holders += [p for p, (r, k) in staged.items() if r == run_id and k == rank and p != str(path)]
+    clash = [p for p in sorted(holders) if not (moving and p in moving and moving[p] != rank)]
     if clash and all(p in pending for p in clash):
         raise ClashWithPending(clash[0])
     if clash:
         raise TraceError(f"duplicate rank {rank} in run '{run_id}': also in {clash[0]}")
+    return old
 
 
 def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: ParsedFile) -> store.TraceRow:
@@ -737,9 +780,10 @@ def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None
     return notes
 
 
-def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving):
-    """A parsed file's traces row and tables, or the Outcome that ends it here: its parse error,
-    unchanged, deferred behind a pending file that holds its rank, or a rank it cannot take."""
+def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving, staged=None):
+    """A parsed file's traces row, tables and the trace_id of its stored older version (None: a new
+    file), or the Outcome that ends it here: its parse error, unchanged, deferred behind a pending
+    file that holds its rank, or a rank it cannot take.  ``staged``: as :func:`stored_others`."""
     if parsed.error:
         return Outcome(str(path), "error", parsed.error, run.run_id)
     extracted = parsed.extracted
@@ -748,13 +792,13 @@ def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving):
         return unchanged(path, run)
     try:
         rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
-                                          lambda: stored_others(con, run.run_id, path))
-        check_clash(con, run.run_id, rank, path, pending, moving)
+                                          lambda: stored_others(con, run.run_id, path, staged))
+        old = check_clash(con, run.run_id, rank, path, pending, moving, staged)
     except ClashWithPending:
         return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
-    return trace_row(path, run.run_id, rank, rank_source, parsed), extracted
+    return trace_row(path, run.run_id, rank, rank_source, parsed), extracted, old
 
 
 def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
@@ -762,7 +806,7 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
     placed = _place(con, path, run, parsed, pending, moving)
     if isinstance(placed, Outcome):
         return placed
-    trace, extracted = placed
+    trace, extracted, _ = placed
     import pyarrow as pa  # loaded: the file was parsed
 
     try:

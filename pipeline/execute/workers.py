@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import itertools
 import multiprocessing
 import os
 import signal
@@ -32,6 +33,7 @@ from scaletrace.pipeline.common.oneline import describe
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _PENDING = object()
+_STARTED = object()  # what _in_order yields once, when its pool is forked and its first jobs are in
 
 
 def pool_size(workers: int | None, jobs: int) -> int:
@@ -43,15 +45,25 @@ def pool_size(workers: int | None, jobs: int) -> int:
 class Ordered:
     """The iterator :func:`in_order` returns; ``ready`` says whether the next result is in."""
 
-    def __init__(self, fn, jobs, workers, failed, kwargs):
+    def __init__(self, fn, jobs, workers, failed, kwargs, sizes=None):
         self._pending: deque[tuple[tuple, Future]] = deque()
-        self._results = _in_order(fn, jobs, workers, failed, kwargs, self._pending)
+        self._results = _in_order(fn, jobs, workers, failed, kwargs, self._pending, sizes)
+        self._started = False
 
     def __iter__(self) -> "Ordered":
         return self
 
     def __next__(self):
+        self.start()
         return next(self._results)
+
+    def start(self) -> None:
+        """Fork the pool and hand it the first jobs now, without waiting for a result: the caller
+        may then open what the workers must not inherit (a DuckDB connection) while they parse."""
+        if not self._started:
+            self._started = True
+            for _ in itertools.islice(self._results, 1):  # runs to _STARTED (nothing when no jobs)
+                pass
 
     def ready(self, timeout: float = 0.0) -> bool:
         """Whether the next result is done, waiting at most ``timeout`` seconds for it (False
@@ -68,42 +80,63 @@ class Ordered:
         self._results.close()
 
 
+# jobs in flight at most, past the first workers + 1 (those small enough to be held together)
+MAX_AHEAD_PER_WORKER = 8
+
+
 def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable[[str], object],
-             **kwargs) -> Ordered:
-    """``fn(*job, **kwargs)`` for every job, yielded in job order, with at most ``workers + 1``
-    results held at once; a job that raises or whose process dies yields ``failed(reason)``.
+             sizes: list[int] | None = None, **kwargs) -> Ordered:
+    """``fn(*job, **kwargs)`` for every job, yielded in job order; a job that raises or whose
+    process dies yields ``failed(reason)``.
+
+    At most ``workers + 1`` jobs are in flight (their results held until taken), or, with
+    ``sizes`` (each job's input size, e.g. its file's bytes), more while the jobs in flight are
+    together no larger than the largest job, up to MAX_AHEAD_PER_WORKER a worker: small files
+    keep the workers busy while the caller writes, and what is held stays within what one
+    large job would hold.
 
     Even one worker is a process of its own: a parser that dies (a C stack overflow, the
     out-of-memory killer) must cost its file, never the process that writes the database."""
-    return Ordered(fn, jobs, workers, failed, kwargs)
+    return Ordered(fn, jobs, workers, failed, kwargs, sizes)
 
 
-def _in_order(fn, jobs, workers: int, failed, kwargs, pending: deque) -> Iterator:
+def _in_order(fn, jobs, workers: int, failed, kwargs, pending: deque, sizes=None) -> Iterator:
     workers = max(1, workers)
+    jobs = list(jobs)
+    sizes = list(sizes) if sizes is not None else [0] * len(jobs)
+    budget, most = max(sizes, default=0), max(workers + 1, MAX_AHEAD_PER_WORKER * workers)
     pool = None
-    queue = iter(jobs)
+    nxt = 0  # the next job to submit
+    held = 0  # the sizes of the jobs in flight
     finished = False
+    announced = False
     try:
         while True:
-            for job in queue:
+            while nxt < len(jobs) and (len(pending) <= workers
+                                        or (len(pending) < most and held + sizes[nxt] <= budget)):
                 pool = pool or _new_pool(workers)
-                pending.append((job, _submit(pool, fn, job, kwargs)))
-                if len(pending) > workers:
-                    break
+                pending.append((jobs[nxt], _submit(pool, fn, jobs[nxt], kwargs), sizes[nxt]))
+                held += sizes[nxt]
+                nxt += 1
             if not pending:
                 finished = True
                 return
-            job, future = pending.popleft()
+            if not announced:
+                announced = True
+                yield _STARTED
+            job, future, size = pending.popleft()
+            held -= size
             result = _outcome(future, failed)
             if result is not _PENDING:
                 yield result
                 continue
             # A worker died: the pool and every job still in it are lost.
-            again = [(job, future)] + list(pending)
+            again = [(job, future, size)] + list(pending)
             pending.clear()
+            held = 0
             _discard(pool, kill=True)
             pool = None
-            for job, future in again:
+            for job, future, _ in again:
                 result = _outcome(future, failed)
                 yield _alone(fn, job, kwargs, failed) if result is _PENDING else result
     finally:

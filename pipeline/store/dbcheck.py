@@ -19,23 +19,37 @@ from scaletrace.pipeline.store.schema import DatabaseError
 MAX_NAMED = 6  # tables named in one error line
 
 
-def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: bool = True
-                   ) -> duckdb.DuckDBPyConnection:
+def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: bool = True,
+                   definitions: bool = True) -> duckdb.DuckDBPyConnection:
     """``schema.open_for_write`` once ``db`` is known to be new, empty or scaletrace's; any
     DuckDB error on the way (a truncated file, a full disk) is one DatabaseError line.
-    ``setup`` False: a plain connection to a file this ingest has already checked and set up."""
+    ``setup`` False: a plain connection to a file this ingest has already checked and set up.
+    ``definitions`` False: the stored definitions are left to :func:`set_up_definitions`."""
     try:
         if not setup:
             return schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         con = schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         try:
-            setup = check_ours(con, db)
-            return schema.open_for_write(db, wait_s, on_wait, con=con, setup=setup)  # one open, one read
+            found = check_ours(con, db)
+            return schema.open_for_write(db, wait_s, on_wait, con=con, setup=found,  # one open, one read
+                                         definitions=definitions)
         except BaseException:
             con.close()
             raise
     except duckdb.Error as exc:
-        raise DatabaseError(f"{db}: cannot be used as a scaletrace database ({oneline.message(exc)})") from None
+        raise _unusable(db, exc) from None
+
+
+def set_up_definitions(con: duckdb.DuckDBPyConnection, db) -> None:
+    """``schema.set_up_definitions``; a DuckDB error is one DatabaseError line."""
+    try:
+        schema.set_up_definitions(con)
+    except duckdb.Error as exc:
+        raise _unusable(db, exc) from None
+
+
+def _unusable(db, exc: duckdb.Error) -> DatabaseError:
+    return DatabaseError(f"{db}: cannot be used as a scaletrace database ({oneline.message(exc)})")
 
 
 def check_ours(con, db) -> schema.Setup:

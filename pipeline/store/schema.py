@@ -98,27 +98,39 @@ def read_setup(con: duckdb.DuckDBPyConnection) -> Setup:
 
 
 def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
-                   con: duckdb.DuckDBPyConnection | None = None, setup: Setup | None = None
-                   ) -> duckdb.DuckDBPyConnection:
-    """A connection to ``db`` (``con``, else a new one) with this version's tables and stored
-    definitions.  A file already set up by this version (``Setup.by_this_version``; ``setup``: the
-    caller's read of it) whose stored definitions are those written then (``definitions_md5``) is
-    left as it is: a no-op ingest costs one query here, not the DDL and ~25 CREATE MACROs."""
+                   con: duckdb.DuckDBPyConnection | None = None, setup: Setup | None = None,
+                   definitions: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection to ``db`` (``con``, else a new one) with this version's tables and (with
+    ``definitions``, else by a later :func:`set_up_definitions`) stored definitions.  A file set
+    up by this version (``Setup.by_this_version``; ``setup``: the caller's read of it) is left as
+    it is: a no-op ingest costs a query or two here, not the DDL and ~25 CREATE MACROs."""
     con = con or connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     setup = setup or read_setup(con)
+    if not setup.by_this_version():
+        con.execute("BEGIN")
+        con.execute(SCHEMA_SQL.read_text())
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        con.execute("COMMIT")  # setup_sha256 is written with the definitions: until then, set up again
+    if definitions:
+        set_up_definitions(con)
+    return con
+
+
+def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)write the stored definitions (for the plain duckdb CLI; reading connections use the
+    package's own, TEMP) unless the file was set up by this version and they are as written then
+    (``definitions_md5``: the plain duckdb CLI may have replaced one).  Split from the tables'
+    DDL so that an ingest writes them while its workers parse."""
+    setup = read_setup(con)
     stored = setup.meta.get("definitions_md5")
     if setup.by_this_version() and stored is not None and stored == definitions.stored_fingerprint(con):
-        return con  # the plain duckdb CLI may have replaced a stored definition: then they are rewritten
+        return
     con.execute("BEGIN")
-    con.execute(SCHEMA_SQL.read_text())
-    # the stored copies (for the plain duckdb CLI) are rewritten when they changed; reading
-    # connections use the package's own (TEMP) definitions
     definitions.register(con, persist=True)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('setup_sha256', ?)", [setup_digest()])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('definitions_md5', ?)", [definitions.stored_fingerprint(con)])
     con.execute("COMMIT")
-    return con
 
 
 def setup_digest() -> str:
