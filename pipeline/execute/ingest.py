@@ -1,9 +1,11 @@
-"""Ingest trace files into DuckDB: discover, parse in parallel, write one transaction per file.
+"""Ingest trace files into DuckDB: discover, parse in parallel, write them in batches (each file
+whole or not at all).
 
 Parsing runs in worker processes (one per core); the main process is the only
 DuckDB writer and takes results in path order, so at most ``workers + 1``
-parsed files are held at once: peak memory follows the largest file, not the
-sum of files.
+parsed files are held at once, or more small ones together no larger than the
+largest file (``workers.in_order``): peak memory follows the largest file, not
+the sum of files.
 """
 
 from __future__ import annotations
