@@ -131,3 +131,23 @@ def test_a_failed_batch_is_written_file_by_file(tmp_path, monkeypatch):
     after = stored(db)
     assert sorted(after) == [f for f in files if f != bad]
     assert set(after.values()) == {(STEPS * KERNELS_PER_STEP, STEPS, 1)}
+
+
+def test_a_rank_taken_earlier_in_the_same_batch_is_a_duplicate(tmp_path, monkeypatch):
+    """The rows of a batch are written together at its end: a file that claims a rank an earlier file of
+    the same open batch took is refused as a duplicate, as it is when that file is already stored."""
+    import importlib
+    import shutil
+
+    ing = importlib.import_module("scaletrace.pipeline.execute.ingest")
+    run = write_run(tmp_path / "traces", SynthRun("dup", ranks=RANKS, steps=2, seed=1))
+    shutil.copy(run / "rank0.json", run / "zcopy.json")  # distributedInfo says rank 0 too; sorts last
+    monkeypatch.setattr(ing, "BATCH_MIN_S", 3600.0)
+    monkeypatch.setattr(ing, "BATCH_FIRST", 2 * RANKS)  # every file of the run in one batch
+    monkeypatch.setattr(ing, "BATCH_FILES", 2 * RANKS)
+    db = tmp_path / "t.duckdb"
+    report = ingest([run], db=db, workers=1)
+    assert [o.line() for o in report.errors] == [
+        f"{run / 'zcopy.json'}: duplicate rank 0 in run 'dup': also in {run / 'rank0.json'}"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.sql("SELECT list(rank ORDER BY rank) FROM traces").fetchall() == [(list(range(RANKS)),)]
