@@ -24,6 +24,12 @@ KNOWN_VALUES = {
 }
 KNOWN_VALUES["run_a"] = KNOWN_VALUES["run_b"] = KNOWN_VALUES["run_id"]  # run_diff's two runs
 MAX_LISTED = 20  # known values named in one error line
+
+
+def _listed(items: list) -> str:
+    """The first MAX_LISTED of ``items``, comma-separated, then "and N more"."""
+    more = f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
+    return ", ".join(map(str, items[:MAX_LISTED])) + more
 # Queries whose rows are runs of a sweep (run.json `workload`): a note names the runs without one.
 SWEEP_QUERIES = ("scaling", "layouts", "scaling_attribution", "scaling_attribution_by_group", "run_gpu_time")
 TRACE_MAGIC = (b"\x1f\x8b", b"{", b"[")  # gzip, or JSON in object or array form (a Kineto trace)
@@ -136,7 +142,7 @@ class Database:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
         missing = dbcheck.missing_columns(self.con)
         if missing:
-            listed = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else "")
+            listed = _listed(missing)
             raise DatabaseError(f"{path}: written by an older scaletrace, without {listed}; bring it up to date with "
                                 f"`scaletrace ingest PATH --db {path}`")
         register_definitions(self.con, path)
@@ -177,9 +183,7 @@ class Database:
             return
         if not known:
             raise queries.QueryError(f"no {what} '{value}' in {self.path}: it holds no {plural}")
-        listed = ", ".join(map(str, known[:MAX_LISTED]))
-        more = f" and {len(known) - MAX_LISTED} more" if len(known) > MAX_LISTED else ""
-        raise queries.QueryError(f"no {what} '{value}' in {self.path}; known {plural}: {listed}{more}")
+        raise queries.QueryError(f"no {what} '{value}' in {self.path}; known {plural}: {_listed(known)}")
 
     def notes(self, name: str, **params) -> list[str]:
         """Why the named query's result may lack rows: an empty database, or the
@@ -205,7 +209,7 @@ class Database:
         alone = self._run("SELECT run_id FROM runs WHERE workload IS NULL ORDER BY 1", None)["run_id"].to_list()
         if not alone:
             return []
-        listed = ", ".join(alone[:MAX_LISTED]) + (f" and {len(alone) - MAX_LISTED} more" if len(alone) > MAX_LISTED else "")
+        listed = _listed(alone)
         return [f"{len(alone)} run{'s' * (len(alone) != 1)} without a workload in run.json, so in no sweep and not in "
                 f"'{name}': {listed}; give them one with `scaletrace ingest PATH --meta workload=NAME` "
                 "(`scaletrace explain` describes every run on its own)"]
