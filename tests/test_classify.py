@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, RulesError, is_collective_call, load_rules
+from scaletrace.pipeline.read import vocabulary as vocab
+from scaletrace.pipeline.read.classify import (DEFAULT_RULES, Classifier, Rule, RulesError, is_collective_call,
+                                               load_rules)
 
 CASES = [
     # (side, category, name, kind): names copied from the shared real traces
@@ -95,3 +99,46 @@ def test_bad_rules_file_names_the_problem(tmp_path):
                                  "pattern": "x", "kind": "network"}]))
     with pytest.raises(RulesError, match="kind must be one of"):
         load_rules(path)
+
+
+def _one_by_one(rules, side: str, cat: str, name: str) -> str:
+    """The rule table's meaning, read literally: the first rule of the side that matches."""
+    return next((rule.kind for rule in rules if rule.side == side and rule.matches(cat, name)), "other")
+
+
+# runs of consecutive regex rules of one side, field and kind (each joined into one search), a
+# back-reference and an inline flag between them (never joined), rules of other kinds after them
+MIXED_RULES = (
+    Rule("gpu", "name", "regex", r"fo+bar", "comm"),
+    Rule("gpu", "name", "regex", r"ba[rz]$", "comm"),
+    Rule("gpu", "name", "regex", r"(ab)\1", "comm"),
+    Rule("gpu", "name", "regex", r"(?i)zed", "comm"),
+    Rule("gpu", "name", "regex", r"^x|y$", "comm"),
+    Rule("gpu", "name", "regex", r"q{2}", "comm"),
+    Rule("gpu", "name", "regex", r"z{2}", "memory"),  # another kind: a run of its own
+    Rule("gpu", "function", "regex", r"gemm", "compute"),
+    Rule("gpu", "function", "regex", r"co+py", "compute"),
+    Rule("gpu", "name", "contains", "bar", "sync"),
+    Rule("gpu", "name", "regex", r"oo", "memory"),
+    Rule("cpu", "name", "regex", r"ab", "comm"),
+    Rule("cpu", "name", "regex", r"ba", "comm"),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.text(alphabet="abxyzfoqedgmcpr_:<>(), ", max_size=24),
+       cat=st.sampled_from(["kernel", "gpu_memcpy", "cuda_runtime", "cpu_op"]), side=st.sampled_from(["gpu", "cpu"]))
+def test_joined_regex_rules_classify_as_the_rules_one_by_one(name, cat, side):
+    for rules in (DEFAULT_RULES, MIXED_RULES):
+        assert Classifier(rules).classify(side, cat, name) == _one_by_one(rules, side, cat, name)
+
+
+def test_runs_of_regex_rules_are_joined_only_where_the_meaning_holds():
+    steps = [(type(step).__name__, step.side, step.kind) for step in Classifier(MIXED_RULES).steps]
+    assert steps == [("_RegexRun", "gpu", "comm"), ("Rule", "gpu", "comm"), ("Rule", "gpu", "comm"),
+                     ("_RegexRun", "gpu", "comm"), ("Rule", "gpu", "memory"), ("_RegexRun", "gpu", "compute"),
+                     ("Rule", "gpu", "sync"),
+                     ("Rule", "gpu", "memory"), ("_RegexRun", "cpu", "comm")]
+    joined = Classifier(DEFAULT_RULES).steps
+    assert sum(type(step).__name__ == "_RegexRun" for step in joined) == 1  # the comm kernel patterns
+    assert len(joined) == len(DEFAULT_RULES) - len(vocab.COMM_KERNELS) + 1

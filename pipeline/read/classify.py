@@ -132,12 +132,62 @@ class Classifier:
 
     def __init__(self, rules: tuple[Rule, ...] = DEFAULT_RULES):
         self.rules = rules
+        self.steps = _merged(rules)
         self.device_categories = device_categories(rules)
         self.device_scan = vocab.category_scan(self.device_categories)
         self.classify = lru_cache(maxsize=65536)(self._classify)
 
     def _classify(self, side: str, cat: str, name: str) -> str:
-        for rule in self.rules:
+        for rule in self.steps:
             if rule.side == side and rule.matches(cat, name):
                 return rule.kind
         return "other"
+
+
+@dataclass(frozen=True)
+class _RegexRun:
+    """Consecutive regex rules of one side, field and kind, searched as one alternation: the
+    first rule that matches gives the kind, and every rule of the run gives the same one, so
+    "some pattern matches" decides as the rules one by one would (one search per name, not one
+    per rule)."""
+
+    side: str
+    field: str
+    kind: str
+    regex: re.Pattern
+
+    def matches(self, cat: str, name: str) -> bool:
+        text = name if self.field == "name" else function_name(name) if self.field == "function" else cat
+        return self.regex.search(text) is not None
+
+
+# what an alternation would change the meaning of: a back-reference (group numbers shift) or a
+# global inline flag (allowed only at the start of the whole pattern)
+_UNMERGEABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]+\)")
+
+
+def _merged(rules: tuple[Rule, ...]) -> tuple:
+    """``rules`` with each run of consecutive regex rules of one side, field and kind (whose
+    patterns may be joined) as one :class:`_RegexRun`."""
+    steps: list = []
+    run: list[Rule] = []
+
+    def close() -> None:
+        if len(run) > 1:
+            first = run[0]
+            steps.append(_RegexRun(first.side, first.field, first.kind,
+                                   re.compile("|".join(f"(?:{r.pattern})" for r in run), re.IGNORECASE)))
+        else:
+            steps.extend(run)
+        run.clear()
+
+    for rule in rules:
+        joinable = rule.match == "regex" and not _UNMERGEABLE.search(rule.pattern)
+        if run and not (joinable and (rule.side, rule.field, rule.kind) == (run[0].side, run[0].field, run[0].kind)):
+            close()
+        if joinable:
+            run.append(rule)
+        else:
+            steps.append(rule)
+    close()
+    return tuple(steps)
