@@ -244,7 +244,27 @@ def _init_worker(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
     _die_with_parent(parent_pid)
     _prefer_oom_kill()
+    _reuse_freed_memory()
     limits.watch_parse_memory()  # each parse's memory cap: its one line, not the OOM killer's choice
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+MMAP_THRESHOLD = 64 << 20  # measured: 0.2 s of system time here, 0.3 s at 32 MiB, no better at 128
+TRIM_THRESHOLD = 256 << 20
+
+
+def _reuse_freed_memory() -> None:
+    """glibc: blocks under 64 MiB come from the heap and stay there once freed (up to 256 MiB free
+    at its top), for the next file to reuse: each file's buffers were mapped and unmapped, and
+    faulting their pages in again cost the workers 0.45-0.5 s of system time on the 60-trace set,
+    0.2 s with this (0.3 s with 32 MiB).  A larger block is still mapped and given back when
+    freed.  A no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    except (OSError, AttributeError):
+        pass
 
 
 def _die_with_parent(parent_pid: int) -> None:
