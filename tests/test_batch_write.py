@@ -151,3 +151,32 @@ def test_a_rank_taken_earlier_in_the_same_batch_is_a_duplicate(tmp_path, monkeyp
         f"{run / 'zcopy.json'}: duplicate rank 0 in run 'dup': also in {run / 'rank0.json'}"]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.sql("SELECT list(rank ORDER BY rank) FROM traces").fetchall() == [(list(range(RANKS)),)]
+
+
+def test_a_rank_written_by_a_failed_batchs_file_by_file_pass_is_still_held(tmp_path, monkeypatch):
+    """A batch that fails is written again file by file; the ranks those files took are held for
+    the files of later batches as the ranks of a committed batch are."""
+    import importlib
+    import shutil
+
+    from scaletrace.pipeline.store import write as store
+
+    ing = importlib.import_module("scaletrace.pipeline.execute.ingest")
+    run = write_run(tmp_path / "traces", SynthRun("dup", ranks=RANKS, steps=2, seed=1))
+    shutil.copy(run / "rank0.json", run / "zcopy.json")  # rank 0 again, in the last batch
+    bad = str(run / "rank1.json")
+    real = store.append_rows
+
+    def refusing(con, parts):
+        if any(trace.path == bad for _, trace, _ in parts):
+            raise duckdb.ConversionException("Conversion Error: a value out of range for its column")
+        return real(con, parts)
+
+    monkeypatch.setattr(store, "append_rows", refusing)
+    monkeypatch.setattr(ing, "BATCH_MIN_S", 3600.0)
+    monkeypatch.setattr(ing, "BATCH_FIRST", 2)  # [rank0, rank1] fails and is written file by file,
+    monkeypatch.setattr(ing, "BATCH_FILES", 2)  # then [rank2, rank3], then [zcopy]
+    report = ingest([run], db=tmp_path / "t.duckdb", workers=1)
+    assert [o.line() for o in report.errors] == [
+        f"{bad}: cannot store: Conversion Error: a value out of range for its column",
+        f"{run / 'zcopy.json'}: duplicate rank 0 in run 'dup': also in {run / 'rank0.json'}"]

@@ -403,7 +403,7 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
         deferred.append(item)
         moving[str(item[0][0])] = int(outcome.message)
 
-    batch = Batch(con, stored, defer)
+    batch = Batch(con, stored, defer, Stored(con, sorted({run.run_id for _, run, _ in tasks}), sorted(pending)))
     written = False
     try:
         for item in parsed:
@@ -455,8 +455,9 @@ class Batch:
     commit fails is rolled back and its files are written again one transaction each, as a lone
     file is: one bad file costs its own line, never the other files of its batch."""
 
-    def __init__(self, con, on_stored: Callable[[Outcome], None], on_deferred: Callable):
+    def __init__(self, con, on_stored: Callable[[Outcome], None], on_deferred: Callable, stored: Stored):
         self.con, self.on_stored, self.on_deferred = con, on_stored, on_deferred
+        self.stored = stored  # the committed rows each file is checked against
         self.written_runs: set[str] = set()  # runs rows committed by this ingest (8 ms an upsert)
         self.most = BATCH_FIRST  # files in this batch at most
         self._reset()
@@ -466,7 +467,8 @@ class Batch:
         self.parts: list = []  # (TraceRow, Extracted) staged: their traces rows and tables still to write
         self.replaced: list[int] = []  # the stored trace_ids of the staged files' older versions
         self.new_runs: list[dict] = []  # runs rows staged
-        self.staged: dict[str, tuple[str, int]] = {}  # path -> (run id, rank) of each staged traces row
+        self.staged: dict[str, tuple[str, int]] = {}  # path -> (run id, rank) of the open transaction's rows
+        self.written: dict[str, int] = {}  # path -> trace_id of those rows already written
         self.trace_ids: list[int] = []  # the traces rows written in the open transaction
         self.runs: set[str] = set()  # runs rows written (or staged) in the open transaction
         self.nbytes = 0
@@ -496,7 +498,7 @@ class Batch:
     def _stage(self, path: Path, run: RunDir, parsed: ParsedFile, pending, moving) -> Outcome:
         """Check one file against what is stored and staged, and stage its rows: they are written
         with the batch's others (:meth:`_flush`), a few statements for the whole batch."""
-        placed = _place(self.con, path, run, parsed, pending, moving, self.staged)
+        placed = _place(self.con, path, run, parsed, pending, moving, _InBatch(self.stored, self.staged))
         if isinstance(placed, Outcome):
             return placed
         trace, extracted, old = placed
@@ -517,8 +519,9 @@ class Batch:
         traces = [trace for trace, _ in self.parts]
         trace_ids = store.put_traces(self.con, traces, self.new_runs, self.replaced)
         self.trace_ids += trace_ids
+        self.written.update(zip((trace.path for trace in traces), trace_ids))
         store.append_rows(self.con, [(trace_id, trace, ex) for trace_id, (trace, ex) in zip(trace_ids, self.parts)])
-        self.parts, self.replaced, self.new_runs, self.staged = [], [], [], {}
+        self.parts, self.replaced, self.new_runs = [], [], []
 
     def commit(self) -> None:
         """Commit the open transaction, then hand its outcomes on; a failure (a value a column
@@ -536,6 +539,8 @@ class Batch:
                 self._one_by_one(items)
                 return
         self.written_runs |= self.runs
+        for path, (run_id, rank) in self.staged.items():
+            self.stored.put(path, run_id, rank, self.written.get(path))
         self.most = min(BATCH_FILES, 2 * self.most)
         self._reset()
         interrupted = None
@@ -574,6 +579,8 @@ class Batch:
             if outcome.status == DEFERRED:
                 self.on_deferred(item, outcome)
                 continue
+            if outcome.status == "ok":  # committed on its own
+                self.stored.put(outcome.path, outcome.run_id, outcome.rank, None)
             log_outcome(self.con, outcome)
             self.on_stored(outcome)
 
@@ -708,15 +715,10 @@ def resolve_rank(path: Path, run_id: str, ranks: dict | None, nfiles: int, meta:
     )
 
 
-def stored_others(con, run_id: str, path: Path, staged: dict[str, tuple[str, int]] | None = None) -> int:
-    """Traces stored for ``run_id`` under another path than ``path``; ``staged``: the traces rows of
-    the open batch not yet written (path -> run id, rank), counted as stored, in place of any
-    older row of theirs."""
-    staged = staged or {}
-    paths = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND path <> ?",
-                                       [run_id, str(path)]).fetchall()]
-    return (sum(p not in staged for p in paths)
-            + sum(r == run_id and p != str(path) for p, (r, _) in staged.items()))
+def stored_others(con, run_id: str, path: Path) -> int:
+    """Traces stored for ``run_id`` under another path than ``path``."""
+    return con.execute("SELECT count(*) FROM traces WHERE run_id = ? AND path <> ?",
+                       [run_id, str(path)]).fetchall()[0][0]
 
 
 class ClashWithPending(TraceError):
@@ -729,25 +731,85 @@ DEFERRED = "deferred"  # an Outcome status that never reaches the log: the file 
 
 
 def check_clash(con, run_id: str, rank: int, path: Path, pending: set[str] | frozenset = frozenset(),
-                moving: dict[str, int] | None = None, staged: dict[str, tuple[str, int]] | None = None
-                ) -> int | None:
+                moving: dict[str, int] | None = None) -> None:
     """TraceError when another file of the run is stored with the same rank; ClashWithPending
     when each such file is one of ``pending`` (this ingest has yet to write them).  ``moving``:
-    deferred files and the rank each now has; a row of one moving to another rank is no clash.
-    ``staged``: as :func:`stored_others`.  Returns the trace_id stored for ``path`` (None: a new
-    file), read by the same query."""
-    staged = staged or {}
-    rows = con.execute("SELECT path, trace_id FROM traces WHERE (run_id = ? AND rank = ?) OR path = ?",
-                       [run_id, rank, str(path)]).fetchall()
-    old = next((trace_id for p, trace_id in rows if p == str(path)), None)
-    holders = [p for p, _ in rows if p != str(path) and p not in staged]
-    holders += [p for p, (r, k) in staged.items() if r == run_id and k == rank and p != str(path)]
+    deferred files and the rank each now has; a row of one moving to another rank is no clash."""
+    holders = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ?",
+                                         [run_id, rank, str(path)]).fetchall()]
+    refuse_clash(holders, run_id, rank, pending, moving)
+
+
+def refuse_clash(holders, run_id: str, rank: int, pending, moving: dict[str, int] | None) -> None:
+    """check_clash's decision, given the other files that hold ``rank`` in the run."""
     clash = [p for p in sorted(holders) if not (moving and p in moving and moving[p] != rank)]
     if clash and all(p in pending for p in clash):
         raise ClashWithPending(clash[0])
     if clash:
         raise TraceError(f"duplicate rank {rank} in run '{run_id}': also in {clash[0]}")
-    return old
+
+
+class _Queried:
+    """What a file is checked against, read from the database (a file written alone)."""
+
+    def __init__(self, con):
+        self.con = con
+
+    def holders(self, run_id: str, rank: int, path: str) -> list[str]:
+        return [p for (p,) in self.con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ?",
+                                               [run_id, rank, path]).fetchall()]
+
+    def others(self, run_id: str, path: str) -> int:
+        return stored_others(self.con, run_id, Path(path))
+
+    def old(self, path: str) -> int | None:  # replace_trace finds it itself
+        return None
+
+
+class Stored:
+    """The committed traces rows of this ingest's runs and files (path -> run id, rank, trace_id),
+    indexed by run and by rank: read once, kept as batches commit, so that checking a file costs
+    no query (a query a file was ~2 ms: 2 s for a run of 1,024 ranks)."""
+
+    def __init__(self, con, run_ids: list[str], paths: list[str]):
+        self.at: dict[str, tuple[str, int, int | None]] = {}
+        self.by_run: dict[str, set[str]] = {}
+        self.by_rank: dict[tuple[str, int], set[str]] = {}
+        for path, run_id, rank, trace_id in con.execute(
+                "SELECT path, run_id, rank, trace_id FROM traces WHERE list_contains(?, run_id) "
+                "OR list_contains(?, path)", [run_ids, paths]).fetchall():
+            self.put(path, run_id, rank, trace_id)
+
+    def put(self, path: str, run_id: str, rank: int, trace_id: int | None) -> None:
+        """``path``'s row is now this one (committed)."""
+        if path in self.at:
+            was_run, was_rank, _ = self.at[path]
+            self.by_run[was_run].discard(path)
+            self.by_rank[(was_run, was_rank)].discard(path)
+        self.at[path] = (run_id, rank, trace_id)
+        self.by_run.setdefault(run_id, set()).add(path)
+        self.by_rank.setdefault((run_id, rank), set()).add(path)
+
+
+class _InBatch:
+    """What a file of a batch is checked against: the committed rows (:class:`Stored`) with the
+    open transaction's rows (``staged``: path -> run id, rank) in place of their older versions."""
+
+    def __init__(self, stored: Stored, staged: dict[str, tuple[str, int]]):
+        self.stored, self.staged = stored, staged
+
+    def holders(self, run_id: str, rank: int, path: str) -> list[str]:
+        found = {p for p in self.stored.by_rank.get((run_id, rank), ()) if p not in self.staged}
+        found |= {p for p, where in self.staged.items() if where == (run_id, rank)}
+        return sorted(found - {path})
+
+    def others(self, run_id: str, path: str) -> int:
+        found = {p for p in self.stored.by_run.get(run_id, ()) if p not in self.staged}
+        found |= {p for p, (r, _) in self.staged.items() if r == run_id}
+        return len(found - {path})
+
+    def old(self, path: str) -> int | None:
+        return self.stored.at.get(path, (None, None, None))[2]
 
 
 def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: ParsedFile) -> store.TraceRow:
@@ -785,10 +847,12 @@ def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None
     return notes
 
 
-def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving, staged=None):
+def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving, view=None):
     """A parsed file's traces row, tables and the trace_id of its stored older version (None: a new
-    file), or the Outcome that ends it here: its parse error, unchanged, deferred behind a pending
-    file that holds its rank, or a rank it cannot take.  ``staged``: as :func:`stored_others`."""
+    file, or one ``replace_trace`` finds), or the Outcome that ends it here: its parse error,
+    unchanged, deferred behind a pending file that holds its rank, or a rank it cannot take.
+    ``view``: what the file is checked against (the database's rows by default)."""
+    view = view or _Queried(con)
     if parsed.error:
         return Outcome(str(path), "error", parsed.error, run.run_id)
     extracted = parsed.extracted
@@ -797,13 +861,13 @@ def _place(con, path: Path, run: RunDir, parsed: ParsedFile, pending, moving, st
         return unchanged(path, run)
     try:
         rank, rank_source = resolve_rank(path, run.run_id, run.manifest.ranks, len(run.files), extracted.meta,
-                                          lambda: stored_others(con, run.run_id, path, staged))
-        old = check_clash(con, run.run_id, rank, path, pending, moving, staged)
+                                          lambda: view.others(run.run_id, str(path)))
+        refuse_clash(view.holders(run.run_id, rank, str(path)), run.run_id, rank, pending, moving)
     except ClashWithPending:
         return Outcome(str(path), DEFERRED, str(rank), run.run_id)  # the rank: see ``moving``
     except TraceError as exc:
         return Outcome(str(path), "error", str(exc), run.run_id)
-    return trace_row(path, run.run_id, rank, rank_source, parsed), extracted, old
+    return trace_row(path, run.run_id, rank, rank_source, parsed), extracted, view.old(str(path))
 
 
 def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],
