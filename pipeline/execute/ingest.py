@@ -508,7 +508,8 @@ class Batch:
         self.replaced += [old] if old is not None else []
         self.staged[trace.path] = (trace.run_id, trace.rank)
         self.parts.append((trace, extracted))
-        self.nbytes += sum(table.nbytes for table in extracted.tables().values())
+        # the buffers' sizes: what the batch holds (Table.nbytes walks each column: 0.2 ms a file, 20x this)
+        self.nbytes += sum(table.get_total_buffer_size() for table in extracted.tables().values())
         if self.full():
             self._flush()
         return stored_outcome(trace, extracted.meta.zero_duration_events)
