@@ -103,8 +103,9 @@ def in_order(fn: Callable, jobs: Iterable[tuple], workers: int, failed: Callable
 def _in_order(fn, jobs, workers: int, failed, kwargs, pending: deque, sizes=None) -> Iterator:
     workers = max(1, workers)
     jobs = list(jobs)
-    sizes = list(sizes) if sizes is not None else [0] * len(jobs)
-    budget, most = max(sizes, default=0), max(workers + 1, MAX_AHEAD_PER_WORKER * workers)
+    ahead = sizes is not None  # without sizes: workers + 1 in flight
+    sizes = list(sizes) if ahead else [0] * len(jobs)
+    budget, most = max(sizes, default=0), max(workers + 1, MAX_AHEAD_PER_WORKER * workers if ahead else 0)
     pool = None
     nxt = 0  # the next job to submit
     held = 0  # the sizes of the jobs in flight
