@@ -90,7 +90,6 @@ NAME_FAMILIES: tuple[tuple[str, str], ...] = (
 )
 
 
-
 @lru_cache(maxsize=2)
 def compiled(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
     """``rules`` (OP_FAMILIES, NAME_FAMILIES) compiled, once per process, on first use: a process
