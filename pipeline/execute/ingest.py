@@ -323,7 +323,7 @@ def ingest(
 
     run_dirs, problems = discover(paths)
     # refuses a file that is not scaletrace's; the stored definitions are written later (below)
-    con = dbcheck.open_for_write(db, lock_wait_s, on_wait, definitions=False)
+    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)
     try:
         runs, tasks = _plan(con, run_dirs, problems, record, meta)
         if tasks:
@@ -473,8 +473,7 @@ class Batch:
         self.replaced: list[int] = []  # the stored trace_ids of the staged files' older versions
         self.new_runs: list[dict] = []  # runs rows staged
         self.staged: dict[str, tuple[str, int]] = {}  # path -> (run id, rank) of the open transaction's rows
-        self.written: dict[str, int] = {}  # path -> trace_id of those rows already written
-        self.trace_ids: list[int] = []  # the traces rows written in the open transaction
+        self.trace_ids: list[int] = []  # the traces rows written in the open transaction, in staging order
         self.runs: set[str] = set()  # runs rows written (or staged) in the open transaction
         self.nbytes = 0
         self.opened: float | None = None
@@ -525,7 +524,6 @@ class Batch:
         traces = [trace for trace, _ in self.parts]
         trace_ids = store.put_traces(self.con, traces, self.new_runs, self.replaced)
         self.trace_ids += trace_ids
-        self.written.update(zip((trace.path for trace in traces), trace_ids))
         store.append_rows(self.con, [(trace_id, trace, ex) for trace_id, (trace, ex) in zip(trace_ids, self.parts)])
         self.parts, self.replaced, self.new_runs = [], [], []
 
@@ -545,8 +543,9 @@ class Batch:
                 self._one_by_one(items)
                 return
         self.written_runs |= self.runs
-        for path, (run_id, rank) in self.staged.items():
-            self.stored.put(path, run_id, rank, self.written.get(path))
+        # every staged row was written, in staging order: trace_ids follow the same order
+        for (path, (run_id, rank)), trace_id in zip(self.staged.items(), self.trace_ids):
+            self.stored.put(path, run_id, rank, trace_id)
         self.most = min(BATCH_FILES, 2 * self.most)
         self._reset()
         interrupted = None
@@ -741,9 +740,7 @@ def check_clash(con, run_id: str, rank: int, path: Path, pending: set[str] | fro
     """TraceError when another file of the run is stored with the same rank; ClashWithPending
     when each such file is one of ``pending`` (this ingest has yet to write them).  ``moving``:
     deferred files and the rank each now has; a row of one moving to another rank is no clash."""
-    holders = [p for (p,) in con.execute("SELECT path FROM traces WHERE run_id = ? AND rank = ? AND path <> ?",
-                                         [run_id, rank, str(path)]).fetchall()]
-    refuse_clash(holders, run_id, rank, pending, moving)
+    refuse_clash(_Queried(con).holders(run_id, rank, str(path)), run_id, rank, pending, moving)
 
 
 def refuse_clash(holders, run_id: str, rank: int, pending, moving: dict[str, int] | None) -> None:

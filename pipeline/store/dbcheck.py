@@ -19,20 +19,19 @@ from scaletrace.pipeline.store.schema import DatabaseError
 MAX_NAMED = 6  # tables named in one error line
 
 
-def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: bool = True,
-                   definitions: bool = True) -> duckdb.DuckDBPyConnection:
+def open_for_write(db, wait_s: float = schema.LOCK_WAIT_S, on_wait=None, setup: bool = True
+                   ) -> duckdb.DuckDBPyConnection:
     """``schema.open_for_write`` once ``db`` is known to be new, empty or scaletrace's; any
     DuckDB error on the way (a truncated file, a full disk) is one DatabaseError line.
     ``setup`` False: a plain connection to a file this ingest has already checked and set up.
-    ``definitions`` False: the stored definitions are left to :func:`set_up_definitions`."""
+    The stored definitions are :func:`set_up_definitions`' (the ingest writes them while it parses)."""
     try:
         if not setup:
             return schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         con = schema.connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
         try:
             found = check_ours(con, db)
-            return schema.open_for_write(db, wait_s, on_wait, con=con, setup=found,  # one open, one read
-                                         definitions=definitions)
+            return schema.open_for_write(db, wait_s, on_wait, con=con, setup=found)  # one open, one read
         except BaseException:
             con.close()
             raise

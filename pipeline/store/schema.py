@@ -76,8 +76,8 @@ def _not_openable(exc: Exception) -> str:
 @dataclass(frozen=True)
 class Setup:
     """What a database file holds of scaletrace's set-up: its tables, and its ``meta`` rows (none
-    in a new file).  Read once per open for writing (:func:`read_setup`): the checks of
-    ``dbcheck`` and :func:`open_for_write` share it."""
+    in a new file), as :func:`read_setup` reads it: ``dbcheck``'s check and :func:`open_for_write`
+    share one read; :func:`set_up_definitions` reads it again (on the writer's connection)."""
 
     tables: frozenset[str]  # the file's own tables (schema main)
     meta: dict[str, str]
@@ -98,12 +98,12 @@ def read_setup(con: duckdb.DuckDBPyConnection) -> Setup:
 
 
 def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
-                   con: duckdb.DuckDBPyConnection | None = None, setup: Setup | None = None,
-                   definitions: bool = True) -> duckdb.DuckDBPyConnection:
-    """A connection to ``db`` (``con``, else a new one) with this version's tables and (with
-    ``definitions``, else by a later :func:`set_up_definitions`) stored definitions.  A file set
-    up by this version (``Setup.by_this_version``; ``setup``: the caller's read of it) is left as
-    it is: a no-op ingest costs a query or two here, not the DDL and ~25 CREATE MACROs."""
+                   con: duckdb.DuckDBPyConnection | None = None, setup: Setup | None = None
+                   ) -> duckdb.DuckDBPyConnection:
+    """A connection to ``db`` (``con``, else a new one) with this version's tables; its stored
+    definitions are :func:`set_up_definitions`'.  A file set up by this version
+    (``Setup.by_this_version``; ``setup``: the caller's read of it) is left as it is: a no-op
+    ingest costs a query or two here, not the DDL."""
     con = con or connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     setup = setup or read_setup(con)
     if not setup.by_this_version():
@@ -111,8 +111,6 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
         con.execute(SCHEMA_SQL.read_text())
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         con.execute("COMMIT")  # setup_sha256 is written with the definitions: until then, set up again
-    if definitions:
-        set_up_definitions(con)
     return con
 
 
@@ -126,8 +124,7 @@ def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
     if setup.by_this_version() and stored is not None and stored == definitions.stored_fingerprint(con):
         return
     con.execute("BEGIN")
-    definitions.register(con, persist=True)
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    definitions.register(con, persist=True)  # schema_version is open_for_write's, with the tables
     con.execute("INSERT OR REPLACE INTO meta VALUES ('setup_sha256', ?)", [setup_digest()])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('definitions_md5', ?)", [definitions.stored_fingerprint(con)])
     con.execute("COMMIT")
