@@ -112,8 +112,12 @@ def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
                                        "workload=plain", "--meta", "tokens_per_step=32", "--",
                                        TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    plain = subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "b")],
-                           env=ENV, capture_output=True, text=True, timeout=300)
+    for _ in range(2):  # the reference: torch alone, whose gloo teardown can abort a rank (SIGABRT,
+        # "terminate called without an active exception", seen once in the suite): then once again
+        plain = subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "b")],
+                               env=ENV, capture_output=True, text=True, timeout=300)
+        if "terminate called without an active exception" not in plain.stderr:
+            break
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text()  # results unchanged
     assert len(list(out.glob("rank*.pt.trace.json.gz"))) == 2
