@@ -24,7 +24,7 @@ from scaletrace.pipeline.read import columns
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier
 from scaletrace.pipeline.read.decode import decode, unpack
 from scaletrace.pipeline.read.extract import read, scan_or_decode
-from scaletrace.pipeline.execute.ingest import parse_file
+from scaletrace.pipeline.execute.ingest import FRACTIONAL_TS, parse_file
 
 NOT_BUILT = "the compiled extractor is not built (pipeline/read/_scan.cpp needs a C++ compiler and libsimdjson-dev)"
 compiled = pytest.mark.skipif(not columns.compiled_available(), reason=NOT_BUILT)
@@ -277,6 +277,79 @@ def test_generated_traces_identical(data, keep_python, scratch):
     if reference[0] == "ok":
         found = stage1(data, keep_python)
         assert found is None or found[0] == found[1]
+
+
+# -- the scanner's answers to ingest's two byte pre-scans (ingest.prescans) -------------------------
+# The definition is the pair of byte regexes (FRACTIONAL_TS, Classifier.device_scan) over the raw JSON;
+# the scanner answers from the keys as it reads them.  Keys and values are drawn as written, escapes
+# and spacing included: a key that ends in an escaped quote and "ts" matches the regex, one that
+# spells "ts" with an escape does not, whatever it decodes to.
+
+PRESCAN_KEYS = ["ts", "cat", "TS", "Cat", 'x\\"ts', 'x\\"cat', "\\u0074s", "c\\u0061t", "its", "cats", "t s",
+                'ts\\"', "a\\\\", "name", "args"]
+PRESCAN_VALUES = ["1", "1.5", "-2.25", "0.0", "17", "-0.5", "1e3", "1.5E3", '"1.5"', '"kernel"', '"KERNEL"',
+                  '"k\\u0065rnel"', '"kernel "', '"memcpy"', '"Memset"', '"cuda_sync"', '"cpu_op"', '""', "null",
+                  "true", "[1.5, 2]", '["kernel"]']
+SPACES = [":", ": ", " : ", "\t:\n", "\r\n:  "]
+
+
+@st.composite
+def prescan_objects(draw, depth: int = 0) -> str:
+    value = (st.sampled_from(PRESCAN_VALUES) if depth >= 2
+             else st.one_of(st.sampled_from(PRESCAN_VALUES), prescan_objects(depth + 1)))
+    pairs = draw(st.lists(st.tuples(st.sampled_from(PRESCAN_KEYS), st.sampled_from(SPACES), value), max_size=4,
+                          unique_by=lambda p: p[0]))
+    return "{" + ", ".join(f'"{k}"{sep}{v}' for k, sep, v in pairs) + "}"
+
+
+@st.composite
+def prescan_traces(draw) -> bytes:
+    events = []
+    for _ in range(draw(st.integers(0, 4))):
+        cat = draw(st.sampled_from(['"kernel"', '"Kernel"', '"cpu_op"', '"k\\u0065rnel"', '"gpu_memcpy"', "null",
+                                    '"cuda_runtime"']))
+        ts = draw(st.sampled_from(["1", "2.5", "-3.125", "40", "0"]))
+        sep = draw(st.sampled_from(SPACES))
+        events.append(f'{{"ph": "X", "cat"{sep}{cat}, "name": "n", "ts"{sep}{ts}, "dur": 1, '
+                      f'"args": {draw(prescan_objects())}}}')
+    extra = draw(st.sampled_from(["", ', "other": ' + draw(prescan_objects()),
+                                  ', "distributedInfo": {"rank": 0, "ts": 2.5}']))
+    return ('{"traceEvents": [' + ", ".join(events) + "]" + extra + "}").encode()
+
+
+def regex_prescans(data: bytes, classifier: Classifier) -> tuple[bool, bool]:
+    return FRACTIONAL_TS.search(data) is not None, classifier.device_scan.search(data) is not None
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(data=prescan_traces())
+def test_the_scanners_prescans_are_the_byte_searches(data):
+    classifier = Classifier()
+    scanned = columns.scan(data, device_categories=classifier.device_categories)
+    assert scanned is not None  # every drawn value is one the scanner reads
+    assert scanned.prescans == regex_prescans(data, classifier)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"traceEvents": [], "x": {"a\\"ts": 1.5}}', (True, False)),  # a key ending in an escaped quote and ts
+    ('{"traceEvents": [], "x": {"\\u0074s": 1.5}}', (False, False)),  # decodes to "ts", but not so written
+    ('{"traceEvents": [{"ph": "i", "cat": "KERNEL", "ts": 1}]}', (False, True)),  # any event, any ASCII case
+    ('{"traceEvents": [{"ph": "X", "cat": "k\\u0065rnel", "name": "k", "ts": 1, "dur": 1}]}', (False, False)),
+    ('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1, "args": {"cat" :\t"memset", "ts": "1.5"}}]}',
+     (False, True)),
+    ('{"traceEvents": [{"ph": "X", "name": "k", "ts": -0.5, "dur": 1}]}', (True, False)),
+])
+def test_prescan_cases(text, expected):
+    classifier = Classifier()
+    data = text.encode()
+    assert regex_prescans(data, classifier) == expected  # the definition, on the case
+    assert columns.scan(data, device_categories=classifier.device_categories).prescans == expected
+
+
+def test_prescans_follow_the_rules_device_categories():
+    data = b'{"traceEvents": [{"ph": "X", "cat": "MyAccel", "name": "k", "ts": 1, "dur": 1}]}'
+    assert columns.scan(data, device_categories={"myaccel"}).prescans == (False, True)
+    assert columns.scan(data, device_categories={"kernel"}).prescans == (False, False)
 
 
 def test_the_scanner_reads_generated_traces_too():

@@ -238,10 +238,10 @@ def _parse(held: list, limit: int, pad: int, rules: tuple[Rule, ...], keep_pytho
         held.clear()
         json_bytes = len(data)
         classifier = _classifier(rules)
-        fractional = FRACTIONAL_TS.search(data) is not None
-        gpu_trace = classifier.device_scan.search(data) is not None  # any device category: a GPU trace
         # the compiled scanner's columns (read in place from the padded buffer), or msgspec's decode (the reference)
-        doc = scan_or_decode(data, utf8_checked=False, buffer=data.obj if pad else None)
+        doc = scan_or_decode(data, utf8_checked=False, buffer=data.obj if pad else None,
+                             device_categories=classifier.device_categories)
+        fractional, gpu_trace = prescans(doc, data, classifier)
         del data
         return ParsedFile(None, 0, json_bytes, extract(doc, classifier, keep_python, fractional, gpu_trace))
     except TraceError as exc:
@@ -255,6 +255,17 @@ def _parse(held: list, limit: int, pad: int, rules: tuple[Rule, ...], keep_pytho
 
 
 TRACE_LIMIT = "the trace size limit (--max-trace-size)"
+
+
+def prescans(doc, data, classifier: Classifier) -> tuple[bool, bool]:
+    """Whether some timestamp is written with a decimal point (HTA then rounds to µs), and whether
+    some event has a device category (a GPU trace): two searches of the raw JSON, or the compiled
+    scanner's answers to the same two questions, taken as it read every key (``Scanned.prescans``;
+    tests/test_extractor_diff.py checks they are the searches')."""
+    found = getattr(doc, "prescans", None)
+    if found is not None:
+        return found
+    return FRACTIONAL_TS.search(data) is not None, classifier.device_scan.search(data) is not None
 
 
 def extract(doc, classifier: Classifier, keep_python: bool, fractional: bool, gpu_trace: bool) -> "Extracted":

@@ -91,7 +91,66 @@ struct Out {
   bool has_backend = false, has_nccl = false, has_host = false;
   std::string_view backend, nccl_version, host;
   std::vector<std::string_view> device_names;  // non-empty deviceProperties names, in order
+  // ingest's two byte pre-scans (pipeline/execute/ingest.py FRACTIONAL_TS, vocabulary.category_scan),
+  // answered from the keys as written, so that the file's bytes are not searched twice more
+  bool fractional_ts = false;   // some key "ts" has a number written -?digits.  (HTA then rounds to µs)
+  bool device_category = false; // some key "cat" has a string that is one of device_categories, any ASCII case
+  std::vector<std::string> device_categories;  // lower-cased
 };
+
+// -- the pre-scans' answers ----------------------------------------------------------------------
+// The byte regexes match `"ts"\s*:\s*-?\d+\.` and `"cat"\s*:\s*"(?i:c1|c2|...)"` anywhere in the
+// raw JSON.  In valid JSON (the scanner validates every byte) `"ts"` followed by a colon is a key
+// whose text as written ends with `"ts`: `ts` itself or a key ending in an escaped quote and `ts`
+// (a quote inside a string is always escaped), and the text after the colon is the value's.
+
+inline bool key_ends(std::string_view key, std::string_view name) {  // key == name, or ends with `"` + name
+  if (key == name) return true;
+  return key.size() > name.size() && key.substr(key.size() - name.size()) == name &&
+         key[key.size() - name.size() - 1] == '"';
+}
+
+inline bool written_fractional(std::string_view t) {  // -?digits.
+  size_t i = 0;
+  if (i < t.size() && t[i] == '-') i++;
+  size_t digits = i;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') i++;
+  return i > digits && i < t.size() && t[i] == '.';
+}
+
+inline char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c; }
+
+inline bool written_device_category(std::string_view t, const std::vector<std::string> &categories) {
+  if (t.empty() || t[0] != '"') return false;  // not a string
+  size_t end = 1;
+  while (end < t.size() && t[end] != '"') end += (t[end] == '\\') ? 2 : 1;
+  std::string_view text = t.substr(1, end - 1);  // as written: an escape never matches the byte regex
+  for (const std::string &c : categories) {
+    if (c.size() != text.size()) continue;
+    size_t k = 0;
+    while (k < c.size() && ascii_lower(text[k]) == c[k]) k++;
+    if (k == c.size()) return true;
+  }
+  return false;
+}
+
+// Every field of every object goes through here: ``raw``, where its key's text starts (taken before the
+// key is unescaped, which consumes it), and ``key`` as key_of or unescaped_key gave it.  A key whose
+// text as written ends in "ts" or "cat" decodes to one that does too, so any other is passed at the
+// cost of two byte compares.  The key as written runs from ``raw`` to its closing quote, the first
+// quote before the value (only spaces and the colon lie between).
+inline void note_field(ondemand::field &field, const char *raw, std::string_view key, Out &out) {
+  size_t n = key.size();
+  bool ts = n >= 2 && key[n - 1] == 's' && key[n - 2] == 't';
+  bool cat = !ts && n >= 3 && key[n - 1] == 't' && key[n - 2] == 'a' && key[n - 3] == 'c';
+  if (!(ts && !out.fractional_ts) && !(cat && !out.device_category)) return;
+  std::string_view value = field.value().raw_json_token();
+  const char *end = value.data();
+  do end--; while (*end != '"');
+  std::string_view written(raw, (size_t)(end - raw));
+  if (ts && key_ends(written, "ts")) out.fractional_ts = written_fractional(value);
+  if (cat && key_ends(written, "cat")) out.device_category = written_device_category(value, out.device_categories);
+}
 
 // Values nested deeper than this are a fallback: the walk below recurses once per level, and a
 // million nested arrays (2 MB of JSON) would overflow the C stack.  The reference extractor then
@@ -99,24 +158,25 @@ struct Out {
 // traces nest about six levels deep (Input Dims of a list of tensors: four).
 constexpr int MAX_DEPTH = 256;
 
-void walk(ondemand::value v, int depth = 0);  // validate a value nobody uses
+void walk(ondemand::value v, Out &out, int depth = 0);  // validate a value nobody uses
 
-void walk_object(ondemand::object o, int depth) {
+void walk_object(ondemand::object o, Out &out, int depth) {
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
-    must(field.unescaped_key());
-    walk(field.value(), depth);
+    const char *raw = field.key().raw();
+    note_field(field, raw, must(field.unescaped_key()), out);
+    walk(field.value(), out, depth);
   }
 }
 
-void walk(ondemand::value v, int depth) {
+void walk(ondemand::value v, Out &out, int depth) {
   if (++depth > MAX_DEPTH) throw Fallback{};
   switch (must(v.type())) {
     case ondemand::json_type::object:
-      walk_object(must(v.get_object()), depth);
+      walk_object(must(v.get_object()), out, depth);
       break;
     case ondemand::json_type::array:
-      for (auto e : must(v.get_array())) walk(must(std::move(e)), depth);
+      for (auto e : must(v.get_array())) walk(must(std::move(e)), out, depth);
       break;
     case ondemand::json_type::string:
       must(v.get_string());
@@ -232,11 +292,13 @@ struct ArgsRead {
   int64_t rare = 0;  // Rare bits: collective metadata, a sync wait or recorded shapes, decoded in Python from the event's text
 };
 
-void read_args(ondemand::object o, ArgsRead &a) {
+void read_args(ondemand::object o, ArgsRead &a, Out &out) {
   unsigned seen = 0;
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
+    const char *raw = field.key().raw();
     std::string_view key = key_of(field);
+    note_field(field, raw, key, out);
     ondemand::value v = field.value();
     int64_t x;
     std::string_view s;
@@ -281,13 +343,13 @@ void read_args(ondemand::object o, ArgsRead &a) {
     } else if (key == "Input Dims") {
       once(seen, 4096);
       a.rare |= RARE_SHAPES;
-      walk(v);
+      walk(v, out);
     } else if (key == "Input type") {
       once(seen, 8192);
-      walk(v);
+      walk(v, out);
     } else if (key == "Concrete Inputs") {
       once(seen, 16384);
-      walk(v);
+      walk(v, out);
     } else if (key == "wait_on_stream") {  // a CUDA sync event's wait (Kineto, enable_cuda_sync_events)
       once(seen, 32768);
       if (!is_null(v)) a.rare |= RARE_SYNC;
@@ -297,7 +359,7 @@ void read_args(ondemand::object o, ArgsRead &a) {
       if (!is_null(v)) a.rare |= RARE_SYNC;
       int_or_str(v);
     } else {
-      walk(v);
+      walk(v, out);
     }
   }
 }
@@ -311,7 +373,9 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
   ArgsRead a;
   for (auto f : o) {
     ondemand::field field = must(std::move(f));
+    const char *raw = field.key().raw();
     std::string_view key = key_of(field);
+    note_field(field, raw, key, out);
     ondemand::value v = field.value();
     std::string_view s;
     if (key == "ph") {
@@ -355,10 +419,10 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
       once(seen, K_ARGS);
       if (!is_null(v)) {
         if (must(v.type()) != ondemand::json_type::object) throw Fallback{};
-        read_args(must(v.get_object()), a);
+        read_args(must(v.get_object()), a, out);
       }
     } else {
-      walk(v);
+      walk(v, out);
     }
   }
   int64_t index = out.num_events++;
@@ -391,7 +455,9 @@ void read_header_dist(ondemand::value v, Out &out) {
   unsigned seen = 0;
   for (auto f : must(v.get_object())) {
     ondemand::field field = must(std::move(f));
+    const char *raw = field.key().raw();
     std::string_view key = must(field.unescaped_key());
+    note_field(field, raw, key, out);
     ondemand::value x = field.value();
     if (key == "rank") {
       once(seen, 1);
@@ -406,7 +472,7 @@ void read_header_dist(ondemand::value v, Out &out) {
       once(seen, 8);
       out.has_nccl = opt_str(x, out.nccl_version);
     } else {
-      walk(x);
+      walk(x, out);
     }
   }
 }
@@ -420,14 +486,16 @@ void read_devices(ondemand::value v, Out &out) {
     bool seen = false;
     for (auto f : must(d.get_object())) {
       ondemand::field field = must(std::move(f));
+      const char *raw = field.key().raw();
       std::string_view key = must(field.unescaped_key());
+      note_field(field, raw, key, out);
       std::string_view s;
       if (key == "name") {
         if (seen) throw Fallback{};
         seen = true;
         if (opt_str(field.value(), s) && !s.empty()) out.device_names.push_back(s);
       } else {
-        walk(field.value());
+        walk(field.value(), out);
       }
     }
   }
@@ -438,7 +506,9 @@ void scan_document(ondemand::document &doc, const char *base, Out &out) {
   unsigned seen = 0;
   for (auto f : must(doc.get_object())) {
     ondemand::field field = must(std::move(f));
+    const char *raw = field.key().raw();
     std::string_view key = must(field.unescaped_key());
+    note_field(field, raw, key, out);
     ondemand::value v = field.value();
     if (key == "traceEvents") {
       once(seen, 1);
@@ -461,7 +531,7 @@ void scan_document(ondemand::document &doc, const char *base, Out &out) {
       once(seen, 16);
       out.has_host = opt_str(v, out.host);
     } else {
-      walk(v);
+      walk(v, out);
     }
   }
   if (!(seen & 1)) throw Fallback{};  // no traceEvents: the reference's error
@@ -540,7 +610,9 @@ PyObject *to_python(const Out &out) {
             put(d, "nccl_version", opt_str_obj(out.has_nccl, out.nccl_version)) &&
             put(d, "base_time_ns", opt_int_obj(out.has_base, out.base_time)) &&
             put(d, "host", opt_str_obj(out.has_host, out.host)) &&
-            put(d, "device_names", str_list(out.device_names));
+            put(d, "device_names", str_list(out.device_names)) &&
+            put(d, "fractional_ts", PyBool_FromLong(out.fractional_ts)) &&
+            put(d, "device_category", PyBool_FromLong(out.device_category));
   if (!ok) {
     Py_DECREF(d);
     return nullptr;
@@ -549,17 +621,34 @@ PyObject *to_python(const Out &out) {
 }
 
 PyObject *scan(PyObject *, PyObject *args) {
-  // scan(buffer[, length]): the JSON is the buffer's first `length` bytes (default: all of it).  When the
+  // scan(buffer[, length[, device_categories]]): the JSON is the buffer's first `length` bytes (default:
+  // all of it); device_categories: what the "cat" pre-scan (device_category) looks for.  When the
   // buffer holds SIMDJSON_PADDING readable bytes past `length`, simdjson reads it in place; otherwise it
   // is copied into a padded string first (a second copy of the trace in memory).
-  PyObject *arg;
+  PyObject *arg, *categories = nullptr;
   Py_ssize_t length = -1;
-  if (!PyArg_ParseTuple(args, "O|n", &arg, &length)) return nullptr;
+  if (!PyArg_ParseTuple(args, "O|nO", &arg, &length, &categories)) return nullptr;
+  Out out;
+  if (categories && categories != Py_None) {  // the device categories the "cat" pre-scan looks for
+    PyObject *seq = PySequence_Fast(categories, "device categories: a sequence of str");
+    if (!seq) return nullptr;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+      Py_ssize_t size;
+      const char *text = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &size);
+      if (!text) {
+        Py_DECREF(seq);
+        return nullptr;
+      }
+      std::string c(text, (size_t)size);
+      for (char &ch : c) ch = ascii_lower(ch);
+      out.device_categories.push_back(std::move(c));
+    }
+    Py_DECREF(seq);
+  }
   Py_buffer view;
   if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) return nullptr;
   if (length < 0 || length > view.len) length = view.len;
   const bool in_place = (size_t)(view.len - length) >= SIMDJSON_PADDING;
-  Out out;
   bool fallback = false;
   ondemand::parser parser;
   padded_string padded;
@@ -593,7 +682,7 @@ PyObject *scan(PyObject *, PyObject *args) {
 
 PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data[, length]) -> dict of columns of the trace's complete events, or None when the Python "
+     "scan(data[, length[, device_categories]]) -> dict of columns of the trace's complete events, or None when the Python "
      "extractor must read the file (anything unusual)."},
     {nullptr, nullptr, 0, nullptr},
 };

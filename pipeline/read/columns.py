@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -289,6 +290,9 @@ class Scanned:
         self.deviceProperties = [DeviceProperties(name=n) for n in header["device_names"]]
         self.baseTimeNanoseconds = header["base_time_ns"]
         self.host_name = header["host"]
+        # ingest's two byte pre-scans, answered by the scanner from every key as written (_scan.cpp,
+        # note_field): some "ts" written with a decimal point; some "cat" one of the device categories
+        self.prescans = (header["fractional_ts"], header["device_category"])
 
     def kept(self, device_cats: frozenset, keep_python: bool, gpu_trace: bool) -> Kept:
         dev, cpu = select(self.every, self.vocab, device_cats, keep_python, gpu_trace)
@@ -302,11 +306,14 @@ def padding() -> int:
     return _scan.PADDING if _scan is not None else 0
 
 
-def scan(data: bytes, buffer: bytearray | None = None) -> Scanned | None:
+def scan(data: bytes, buffer: bytearray | None = None,
+         device_categories: Iterable[str] = ()) -> Scanned | None:
     """Stage 1 through ``_scan``; None when the scanner refuses the file (the caller then decodes
     it with msgspec and runs :func:`read_python`).  ``buffer``: ``data`` is its first bytes and
-    :func:`padding` bytes follow (``limits.padded``), so simdjson reads it without a copy."""
-    scanned = _scan.scan(data) if buffer is None else _scan.scan(buffer, len(data))
+    :func:`padding` bytes follow (``limits.padded``), so simdjson reads it without a copy.
+    ``device_categories``: what ``Scanned.prescans`` looks for."""
+    target = data if buffer is None else buffer
+    scanned = _scan.scan(target, len(data), tuple(sorted(device_categories)))
     if scanned is None:
         return None
     cats = scanned["cats"] + [None]  # code -1 (no category) is the last entry

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -207,18 +208,19 @@ def scan_padding() -> int:
 
 
 def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool = True,
-                   buffer: bytearray | None = None):
+                   buffer: bytearray | None = None, device_categories: Iterable[str] = ()):
     """The compiled scanner's columns when it is active (``EXTRACTOR``, ``SCALETRACE_EXTRACTOR``)
     and takes the file; else the reference's msgspec decode (``decode.decode``).
 
     ``utf8_checked=False``: ``data`` is not yet checked to be UTF-8 (``unpack(check_utf8=False)``).
     The scanner validates UTF-8 itself (simdjson's stage 1) and refuses invalid text, so the
     check (0.2 s per 150 MB) runs only before the reference decodes, which then names the byte.
-    ``buffer``: ``data`` is its first bytes, with ``scan_padding()`` bytes after them."""
+    ``buffer``: ``data`` is its first bytes, with ``scan_padding()`` bytes after them.
+    ``device_categories``: what the scanner's ``prescans`` look for (ingest's)."""
     limits.parse_budget(len(data))  # in a parse worker: the watched cap of this file's memory
     try:
         if (extractor or columns.active_extractor()).startswith("compiled") and columns.compiled_available():
-            scanned = columns.scan(data, buffer)
+            scanned = columns.scan(data, buffer, device_categories)
             if scanned is not None and not limits.over_budget():
                 return scanned
         if not utf8_checked:

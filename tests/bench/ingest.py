@@ -246,7 +246,7 @@ from scaletrace.pipeline.common import limits
 from scaletrace.pipeline.read.classify import Classifier
 from scaletrace.pipeline.read.decode import decode, unpack
 from scaletrace.pipeline.read.extract import build, read, scan_or_decode
-from scaletrace.pipeline.execute.ingest import FRACTIONAL_TS
+from scaletrace.pipeline.execute.ingest import prescans
 t = {}
 def lap(name, start):
     t[name] = time.perf_counter() - start
@@ -260,11 +260,12 @@ def digest(data=raw):  # as parse_file: a new file's sha256 in a thread beside t
 hashing = threading.Thread(target=digest); hashing.start()
 data = unpack(raw, check_utf8=False); del raw; now = lap("gunzip", now)  # as parse_file
 classifier = Classifier()
-fractional = FRACTIONAL_TS.search(data) is not None
-gpu = classifier.device_scan.search(data) is not None; now = lap("byte regex pre-scans", now)
-doc = scan_or_decode(data, utf8_checked=False); del data; hashing.join()
-now = lap("scan (simdjson, validates UTF-8)" if isinstance(doc, columns.Scanned)
+doc = scan_or_decode(data, utf8_checked=False, device_categories=classifier.device_categories); hashing.join()
+now = lap("scan (simdjson, validates UTF-8; answers the pre-scans)" if isinstance(doc, columns.Scanned)
           else "UTF-8 check + decode (msgspec, raw events)", now)
+fractional, gpu = prescans(doc, data, classifier); del data  # as parse_file
+if not isinstance(doc, columns.Scanned):
+    now = lap("byte regex pre-scans", now)
 kept = read(doc, classifier, False, gpu)
 now = lap("stage 1: keep/drop per distinct value" if isinstance(doc, columns.Scanned)
           else "stage 1: msgspec Event per event + Python filter", now)
