@@ -346,6 +346,11 @@ def test_prescan_cases(text, expected):
     assert columns.scan(data, device_categories=classifier.device_categories).prescans == expected
 
 
+def test_a_build_of_another_interface_is_not_used():
+    assert columns.usable(columns._scan)  # this build is this source's
+    assert not columns.usable(type("OlderBuild", (), {})) and not columns.usable(type("B", (), {"INTERFACE": 3}))
+
+
 def test_prescans_follow_the_rules_device_categories():
     data = b'{"traceEvents": [{"ph": "X", "cat": "MyAccel", "name": "k", "ts": 1, "dur": 1}]}'
     assert columns.scan(data, device_categories={"myaccel"}).prescans == (False, True)

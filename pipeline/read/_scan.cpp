@@ -705,6 +705,12 @@ PyMODINIT_FUNC PyInit__scan(void) {
   }
   std::string version = std::to_string(SIMDJSON_VERSION_MAJOR) + "." + std::to_string(SIMDJSON_VERSION_MINOR) +
                         "." + std::to_string(SIMDJSON_VERSION_REVISION);
+  // what scan() takes and returns, as pipeline/read/columns.py INTERFACE expects it: 2 = the device
+  // categories in, fractional_ts and device_category out
+  if (PyModule_AddIntConstant(m, "INTERFACE", 2) != 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
   if (PyModule_AddIntConstant(m, "PADDING", SIMDJSON_PADDING) != 0) {  // bytes scan() wants past the JSON
     Py_DECREF(m);
     return nullptr;

@@ -33,9 +33,21 @@ from scaletrace.pipeline.read.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_
                                                  PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
                                                  USER_ANNOTATION_CAT)
 
+# What this module calls _scan.scan with and reads back (_scan.cpp's INTERFACE): a module built from
+# an older _scan.cpp (an editable install not rebuilt since) is not used, and --version says so.
+INTERFACE = 2
+
+
+def usable(module) -> bool:
+    return getattr(module, "INTERFACE", 1) == INTERFACE
+
+
 try:  # built by setup.py where a compiler and simdjson are present
     from scaletrace.pipeline.read import _scan
 except ImportError:  # pragma: no cover - depends on the build
+    _scan = None
+STALE_BUILD = _scan is not None and not usable(_scan)
+if STALE_BUILD:  # pragma: no cover - depends on the build
     _scan = None
 
 NONE = -(2**63)  # "absent" in int columns: _int rejects every value this far out
@@ -50,6 +62,8 @@ def active_extractor() -> str:
     """What extract uses now: ``compiled (simdjson X.Y.Z)`` or ``python (msgspec)``."""
     if _scan is not None and os.environ.get(ENV, "").lower() != "python":
         return f"compiled (simdjson {_scan.SIMDJSON_VERSION})"
+    if STALE_BUILD:
+        return "python (msgspec; the compiled extractor was built from an older source: pip install -e . rebuilds it)"
     return "python (msgspec)"
 
 
