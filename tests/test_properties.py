@@ -138,3 +138,24 @@ def test_exposed_part_matches_point_sets(compute, comm):
                             np.array([a + d for a, d in comm], dtype=np.int64), s, e)
     cover = {t for a, d in compute for t in range(a, a + d)}
     assert got.tolist() == [len(set(range(a, a + d)) - cover) for a, d in comm]
+
+
+def _main_pid_by_counting(codes: list[int], ids: list):
+    """The int pid most of ``codes`` map to, the first seen among those tied: counted one code at
+    a time, in order (how extract counted it before main_pid)."""
+    pids: dict = {}
+    for code in codes:
+        if isinstance(ids[code], int):
+            pids[ids[code]] = pids.get(ids[code], 0) + 1
+    return max(pids, key=pids.get) if pids else None
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(ids=st.lists(st.one_of(st.integers(0, 9), st.sampled_from(["Spans", "7", None])), min_size=1, max_size=6,
+                    unique_by=lambda v: (type(v), v)),
+       picks=st.lists(st.integers(0, 5), max_size=40))
+def test_the_main_pid_is_the_most_frequent_int_first_seen_among_ties(ids, picks):
+    from scaletrace.pipeline.read.extract import main_pid
+
+    codes = [p % len(ids) for p in picks]
+    assert main_pid(np.array(codes, dtype=np.int32), ids) == _main_pid_by_counting(codes, ids)

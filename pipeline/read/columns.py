@@ -366,8 +366,8 @@ def _attach_rare(every: Side, rare: bytes, data: bytes, vocab: Vocab) -> bool:
 
 
 def flags_by_code(values: list, test) -> np.ndarray:
-    """``test`` of each distinct value, as a bool array indexed by code."""
-    return np.fromiter((bool(test(v)) for v in values), dtype=bool, count=len(values))
+    """``test`` of each distinct value (its truth), as a bool array indexed by code."""
+    return np.fromiter(map(test, values), dtype=bool, count=len(values))  # numpy takes each result's truth
 
 
 def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,

@@ -352,11 +352,6 @@ def _ordinals(collectives: pa.Table, starts: np.ndarray) -> pa.Array:
 def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
     """The TraceMeta fields the document's header (and its CPU pids) tell."""
     dist = doc.distributedInfo
-    pids: dict = {}
-    for code in cpu.pid[:5000].tolist():
-        pid = vocab.ids[code]
-        if isinstance(pid, int):
-            pids[pid] = pids.get(pid, 0) + 1
     devices = [d.name for d in (doc.deviceProperties or []) if d.name]
     return {
         "rank": dist.rank if dist else None,
@@ -365,9 +360,21 @@ def _doc_facts(doc, cpu: columns.Side, vocab: columns.Vocab) -> dict:
         "nccl_version": dist.nccl_version if dist else None,
         "base_time_ns": doc.baseTimeNanoseconds,
         "host": doc.host_name,
-        "pid": max(pids, key=pids.get) if pids else None,
+        "pid": main_pid(cpu.pid[:5000], vocab.ids),
         "device_name": devices[0] if devices else None,
     }
+
+
+def main_pid(codes: np.ndarray, ids: list):
+    """The int pid of most of ``codes`` (codes into ``ids``; str and None pids are not counted), the
+    first seen among those tied; None when there is none."""
+    seen, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    best = None
+    for code, at, count in zip(seen.tolist(), first.tolist(), counts.tolist()):
+        pid = ids[code]
+        if isinstance(pid, int) and (best is None or (count, -at) > best[:2]):
+            best = (count, -at, pid)
+    return best[2] if best else None
 
 
 def _launches(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab) -> np.ndarray:
