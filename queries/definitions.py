@@ -104,11 +104,16 @@ def _files() -> list[tuple[Path, str]]:
            [(p, "table") for p in sorted(REFERENCE_DIR.glob("*.sql"))]
 
 
+def _stamps() -> tuple:
+    """Each definition file's path, kind, mtime and size: the state of the files."""
+    return tuple((path, kind, stat.st_mtime_ns, stat.st_size)
+                 for path, kind in _files() for stat in [path.stat()])
+
+
 def load() -> list[Definition]:
     """Every definition, checked, in creation order (each after what it depends on)."""
     # parsed once per state of the files (every connection registers them; an edit is seen)
-    stamps = tuple((path, kind, path.stat().st_mtime_ns, path.stat().st_size) for path, kind in _files())
-    return list(_load(stamps))
+    return list(_load(_stamps()))
 
 
 @functools.lru_cache(maxsize=8)
@@ -141,9 +146,15 @@ def _check_depends(d: Definition, defs: dict[str, Definition]) -> None:
 
 
 def digest() -> str:
-    """sha256 of every definition file's name and text: what the stored copies were written from."""
+    """sha256 of every definition file's name and text: what the stored copies were written from
+    (an ingest asks several times: computed once per state of the files, as :func:`load` parses)."""
+    return _digest(_stamps())
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(stamps: tuple) -> str:
     h = hashlib.sha256()
-    for path, kind in _files():
+    for path, kind, *_ in stamps:
         h.update(f"{kind}:{path.name}\0".encode())
         h.update(path.read_bytes())
         h.update(b"\0")

@@ -29,6 +29,11 @@ from scaletrace.pipeline.read.families import function_name
 from scaletrace.pipeline.read.vocabulary import KINDS
 
 
+def field_text(field: str, cat: str, name: str) -> str:
+    """What a rule of ``field`` looks at: the name, its function name, or the category."""
+    return name if field == "name" else function_name(name) if field == "function" else cat
+
+
 @dataclass(frozen=True)
 class Rule:
     """One classification rule.
@@ -52,7 +57,7 @@ class Rule:
     kind: str
 
     def matches(self, cat: str, name: str) -> bool:
-        text = name if self.field == "name" else function_name(name) if self.field == "function" else cat
+        text = field_text(self.field, cat, name)
         if self.match == "regex":  # the pattern is not lower-cased: that would turn \W into \w
             return re.search(self.pattern, text, re.IGNORECASE) is not None
         text, pattern = text.lower(), self.pattern.lower()
@@ -157,8 +162,7 @@ class _RegexRun:
     regex: re.Pattern
 
     def matches(self, cat: str, name: str) -> bool:
-        text = name if self.field == "name" else function_name(name) if self.field == "function" else cat
-        return self.regex.search(text) is not None
+        return self.regex.search(field_text(self.field, cat, name)) is not None
 
 
 # what an alternation would change the meaning of: a back-reference (group numbers shift) or a

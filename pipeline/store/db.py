@@ -24,12 +24,6 @@ KNOWN_VALUES = {
 }
 KNOWN_VALUES["run_a"] = KNOWN_VALUES["run_b"] = KNOWN_VALUES["run_id"]  # run_diff's two runs
 MAX_LISTED = 20  # known values named in one error line
-
-
-def _listed(items: list) -> str:
-    """The first MAX_LISTED of ``items``, comma-separated, then "and N more"."""
-    more = f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
-    return ", ".join(map(str, items[:MAX_LISTED])) + more
 # Queries whose rows are runs of a sweep (run.json `workload`): a note names the runs without one.
 SWEEP_QUERIES = ("scaling", "layouts", "scaling_attribution", "scaling_attribution_by_group", "run_gpu_time")
 TRACE_MAGIC = (b"\x1f\x8b", b"{", b"[")  # gzip, or JSON in object or array form (a Kineto trace)
@@ -42,6 +36,12 @@ MEMO_SIZE = 64  # query results a Database keeps for a repeated question (Databa
 AS_TEXT = {"interval", "union", "bit", "date", "time", "time with time zone", "timestamp", "timestamp_s",
            "timestamp_ms", "timestamp_ns", "timestamp with time zone", "map", "uhugeint", "varint", "bignum"}
 AS_TEXT_FOR = {"csv": {"list", "struct", "array", "blob"}, "json": {"blob"}}
+
+
+def _listed(items: list) -> str:
+    """The first MAX_LISTED of ``items``, comma-separated, then "and N more"."""
+    more = f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else ""
+    return ", ".join(map(str, items[:MAX_LISTED])) + more
 
 
 class QueryTimeout(queries.QueryError):

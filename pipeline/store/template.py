@@ -75,13 +75,14 @@ def _template() -> bytes | None:
                 return data
             found.unlink()  # damaged: built again below
         folder.mkdir(parents=True, exist_ok=True)
-        return _build(folder, key).read_bytes()
+        return _build(folder, key)
     except (OSError, duckdb.Error):
         return None
 
 
-def _build(folder: Path, key: str) -> Path:
-    """Set up a new file in ``folder`` as an ingest would set up a new database, then name it."""
+def _build(folder: Path, key: str) -> bytes:
+    """Set up a new file in ``folder`` as an ingest would set up a new database, name it, and
+    return its bytes."""
     staged = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder))
     try:
         db = staged / "template.duckdb"
@@ -93,15 +94,14 @@ def _build(folder: Path, key: str) -> Path:
             con.close()  # a checkpoint: the file holds everything, no write-ahead log is left
         if os.path.lexists(f"{db}.wal"):
             raise OSError("the template's write-ahead log was left")
-        digest = hashlib.sha256(db.read_bytes()).hexdigest()[:32]
-        final = folder / f"{key}.{digest}.duckdb"
-        os.replace(db, final)
+        data = db.read_bytes()
+        os.replace(db, folder / f"{key}.{hashlib.sha256(data).hexdigest()[:32]}.duckdb")
     finally:
         for leftover in staged.iterdir():
             leftover.unlink()
         staged.rmdir()
     _prune(folder)
-    return final
+    return data
 
 
 def _prune(folder: Path) -> None:
