@@ -52,6 +52,7 @@ _API = {  # public name -> (module, attribute; None: the module itself)
     "export_parquet": ("scaletrace.pipeline.store.export", "export_parquet"),
     "ingest_parquet": ("scaletrace.pipeline.execute.dataset", "ingest_parquet"),
     "QueryError": ("scaletrace.queries", "QueryError"),
+    "QueryTimeout": ("scaletrace.pipeline.store.db", "QueryTimeout"),
     "build_report": ("scaletrace.reports", "build_report"),
     "headline": ("scaletrace.reports", "headline"),
     "ReportError": ("scaletrace.reports", "ReportError"),

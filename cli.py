@@ -41,11 +41,11 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
 META_OPTION = click.option("--meta", multiple=True, metavar="KEY=VALUE",
                            help="A run.json fact for every run, where its run.json has none (repeatable; "
                                 "dotted for nested keys): workload=llama, parallel.tp=8, model.num_params=7e9.")
-DEFAULT_TIMEOUT_S = 60.0  # sql / query: a reader holds the database, and an ingest waits for it (5 minutes)
-TIMEOUT_OPTION = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+DEFAULT_TIMEOUT_S = 60.0  # sql / query: a reader holds the database, and an ingest waits for it (--wait)
+TIMEOUT_OPTION = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0),
                               default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
-                              help="Stop the query after this long (one line, exit 1): while it runs it holds "
-                                   "the database, and an ingest waits for it.")
+                              help="Stop the command after this long (one line, exit 1); 0: no limit. While it "
+                                   "runs it holds the database, and an ingest waits for it.")
 TABLE_MAX_ROWS = 200  # --format table shows this many rows and says how many more
 COLUMNS_OPTION = click.option("--columns", default=None, metavar="A,B,...",
                               help="Only these columns, in this order (comma-separated).")
@@ -71,10 +71,11 @@ def echo(line: str = "") -> None:
 
 
 def connect(db, timeout_s: float | None = None):
-    """``scaletrace.pipeline.store.db.connect``, imported on first use (it brings polars)."""
+    """``scaletrace.pipeline.store.db.connect``, imported on first use (it brings polars); a
+    ``timeout_s`` of 0 is no limit (--timeout 0)."""
     from scaletrace.pipeline.store.db import connect as connect_db
 
-    return connect_db(db, timeout_s=timeout_s)
+    return connect_db(db, timeout_s=timeout_s or None)
 
 
 def is_duckdb_error(exc: BaseException) -> bool:
@@ -193,11 +194,14 @@ def main() -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Ray cluster to join (default: $RAY_ADDRESS, else a local cluster for this command).")
 @META_OPTION
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=limits.LOCK_WAIT_S, show_default=True,
+              metavar="SECONDS", help="While another process holds the database (a query, another ingest), "
+                                      "wait this long for it, naming it; 0: do not wait (one line, exit 1).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
 @click.option("-v", "--verbose", is_flag=True, help="Say which extractor and gunzip parse the files.")
 @click.pass_context
 def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet, engine, ray_address, meta,
-           quiet, verbose) -> None:
+           wait_s, quiet, verbose) -> None:
     """Ingest Chrome/Kineto trace files or run directories into DuckDB.
 
     A directory holding traces (*.json, *.json.gz, *.pt.trace.json.gz) is one
@@ -206,6 +210,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     nothing; a changed file replaces its rows.  A file that cannot be ingested
     prints one line `PATH: reason`; the others still ingest; exit status 1.
     Ctrl-C stops at once (exit status 130); re-running finishes the work.
+    While another process holds the database (a `sql` or `query` holds it up to
+    its --timeout), the ingest says which and waits up to --wait seconds.
 
     With --parquet DIR, each file is parsed by a task that writes its rows as
     Parquet parts into DIR (the layout of `scaletrace export --parquet`); tasks
@@ -278,7 +284,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         progress.update(task, completed=done, total=total, rate=f"{rate:,.0f} MB/s{failed}")
 
     options = dict(rules=rule_table, keep_python=keep_python, on_outcome=on_outcome, on_progress=on_progress,
-                   on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes, meta=facts)
+                   on_wait=lambda msg: say(msg, progress.console), lock_wait_s=wait_s,
+                   max_trace_bytes=max_trace_bytes, meta=facts)
     try:
         with ctrl_c, progress:
             if parquet:
@@ -456,8 +463,10 @@ def query(name, db, params, list_, show, fmt, columns, timeout_s) -> None:
     """Run one of the metric queries (SQL files in queries/).
 
     Parameters are typed in the query's header (--show): a run_id or workload
-    must name one in the database.  A note on stderr says why rows may be
-    missing (e.g. CPU-only runs in the hta_* queries).
+    must name one in the database; a number outside its range is one line.
+    A note on stderr says why rows may be missing (e.g. CPU-only runs in the
+    hta_* queries).  The query stops after --timeout seconds (0: no limit);
+    Ctrl-C stops it at once (exit 130).
 
     \b
     Example:
@@ -479,7 +488,7 @@ def query(name, db, params, list_, show, fmt, columns, timeout_s) -> None:
         if show:
             click.echo(q.sql)
             return
-        with connect(db, timeout_s) as database:
+        with connect(db, timeout_s) as database, database.time_limit():  # the query and its notes
             result = _select(database.query(name, **dict(params)), columns, f"query '{name}'")
             notes = database.notes(name, **dict(params))
         for note in notes:
@@ -503,7 +512,8 @@ def sql(statement, db, fmt, columns, timeout_s) -> None:
     200 rows and says how many more.  Repeated column names (a join's) get
     _2, _3; values polars cannot hold (INTERVAL, UNION, an infinite DATE) are
     shown as DuckDB's text, and so are lists and structs in csv, BLOBs in json.
-    The query stops after --timeout seconds; Ctrl-C stops it at once (exit 130).
+    The query stops after --timeout seconds (0: no limit); Ctrl-C stops it at
+    once (exit 130).
 
     \b
     Example:

@@ -11,10 +11,13 @@ table macros and reference tables, are one file each under ``macros/`` and
     -- cpu_only: what to tell a user whose selected runs are CPU-only (optional)
     -- (free text: definition, units)
 
-Parameters are named (``$run_id``) and typed (a key of ``PARAM_TYPES``).  The
-loader refuses a query whose declared and used parameters differ, so a file
-cannot silently ignore one; ``bind`` converts the values (the CLI gives
-strings) and refuses one that is not of the declared type.
+Parameters are named (``$run_id``) and typed (a key of ``PARAM_TYPES``); a
+BIGINT may be followed by its allowed range, ``1..`` (at least 1) or ``0..100``
+(``-- param: top_n BIGINT 1.. optional; rows per run``).  The loader refuses a
+query whose declared and used parameters differ, so a file cannot silently
+ignore one; ``bind`` converts the values (the CLI gives strings) and refuses
+one that is not of the declared type or outside its range, in one sentence
+that says what the parameter is and what it takes.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ class QueryError(ValueError):
 BIGINT_RANGE = (-(2**63), 2**63 - 1)  # what DuckDB's BIGINT holds (a wider value would bind as another type)
 
 
+_RANGE_RE = re.compile(r"(-?\d+)?\.\.(-?\d+)?")  # a BIGINT parameter's range in its header: 1.. or 0..100
+
+
 def _to_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(value)
-    number = int(value)
-    if not BIGINT_RANGE[0] <= number <= BIGINT_RANGE[1]:
-        raise ValueError(value)
-    return number
+    return int(value)
 
 
 def _to_str(value: object) -> str:
@@ -69,6 +72,18 @@ PARAM_TYPES = {
 class Param:
     type: str  # a key of PARAM_TYPES
     description: str
+    bounds: tuple[int, int] = BIGINT_RANGE  # a BIGINT's allowed values, both ends included
+
+    def words(self) -> str:
+        """What the parameter takes, as a user reads it (no SQL type names)."""
+        if self.type == "BIGINT":
+            return f"an integer from {self.bounds[0]} to {self.bounds[1]}"
+        return PARAM_TYPES[self.type][0]
+
+    def what(self) -> str:
+        """The description without the ``optional;`` every parameter's starts with."""
+        text = self.description
+        return text.split(";", 1)[1].strip() if text.startswith("optional;") else text.strip()
 
 
 @dataclass(frozen=True)
@@ -107,16 +122,29 @@ def read_header(text: str, path: Path, keys: tuple[str, ...]) -> Header:
     for line in lines:
         key, _, value = line.partition(":")
         if key == "param":
-            pname, ptype, pdesc = (value.split(None, 2) + ["", ""])[:3]
-            if ptype not in PARAM_TYPES:
-                raise QueryError(f"{path}: parameter '{pname}' needs a type after its name "
-                                 f"({', '.join(PARAM_TYPES)}), got '{ptype}'")
-            params[pname] = Param(ptype, pdesc)
+            params.update(_param(value, path))
         elif key in keys:
             fields[key] = value.strip()
     if fields.get("name") != path.stem or "description" not in fields:
         raise QueryError(f"{path}: header needs '-- name: {path.stem}' and '-- description: ...'")
     return Header(lines, fields, params)
+
+
+def _param(line: str, path: Path) -> dict[str, Param]:
+    """One ``param:`` line: name, type, for a BIGINT optionally its range, then the description."""
+    pname, ptype, pdesc = (line.split(None, 2) + ["", ""])[:3]
+    if ptype not in PARAM_TYPES:
+        raise QueryError(f"{path}: parameter '{pname}' needs a type after its name "
+                         f"({', '.join(PARAM_TYPES)}), got '{ptype}'")
+    first, _, rest = pdesc.partition(" ")
+    bounds = _RANGE_RE.fullmatch(first)
+    if not bounds:
+        return {pname: Param(ptype, pdesc)}
+    low, high = (BIGINT_RANGE[0] if bounds[1] is None else int(bounds[1]),
+                 BIGINT_RANGE[1] if bounds[2] is None else int(bounds[2]))
+    if ptype != "BIGINT" or not BIGINT_RANGE[0] <= low <= high <= BIGINT_RANGE[1]:
+        raise QueryError(f"{path}: parameter '{pname}': a range ({first}) is for a BIGINT, within 64 bits, low..high")
+    return {pname: Param(ptype, rest.strip(), (low, high))}
 
 
 def parse(text: str, path: Path) -> Query:
@@ -152,9 +180,13 @@ def bind(query: Query, given: dict[str, object]) -> dict[str, object]:
 def _convert(query: Query, name: str, value: object) -> object:
     if value is None:
         return None
-    words, convert = PARAM_TYPES[query.params[name].type]
+    param = query.params[name]
     try:
-        return convert(value)
+        converted = PARAM_TYPES[param.type][1](value)
+        if param.type == "BIGINT" and not param.bounds[0] <= converted <= param.bounds[1]:
+            raise ValueError(value)
+        return converted
     except ValueError:
-        raise QueryError(f"parameter {name} of query '{query.name}' wants {words} "
-                         f"({query.params[name].type}), got {value!r}") from None
+        what = f" — {param.what()} —" if param.what() else ""
+        raise QueryError(f"parameter {name} of query '{query.name}'{what} wants {param.words()}, "
+                         f"got {value!r}") from None

@@ -1,7 +1,7 @@
 -- name: layouts
 -- description: Parallel layouts side by side: runs of one workload at the same GPU count by (dp, tp, pp, cp).
 -- grain: one row per run with a workload label, grouped by workload × world_size
--- param: world_size BIGINT optional; only this GPU count (NULL: every count)
+-- param: world_size BIGINT 1.. optional; only this GPU count (NULL: every count)
 -- layout = 'dp{dp}-tp{tp}-pp{pp}-cp{cp}' from run_summary's degrees (run.json,
 -- --meta or the trace's process groups: parallel_basis; NULL degrees print
 -- as ?); strategy = run.json labels.layout when given (e.g. ddp vs fsdp at

@@ -2,7 +2,7 @@
 -- description: op_efficiency per op name and recorded shapes, the ones with the most GPU time per run.
 -- grain: one row per run × op name × input shapes × dtype (the top_n by gpu_ns of each run)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
--- param: top_n BIGINT optional; rows per run (NULL: 10)
+-- param: top_n BIGINT 1.. optional; rows per run (NULL: 10)
 -- cpu_only: the GPU time of an op comes from the kernels it launched; CPU-only traces have no rows
 -- Columns as op_efficiency (same definitions, queries/macros/op_flops.sql); input_dims is
 -- the recorded `Input Dims` (JSON) of the op; num_ops its calls over ranks and the trace.

@@ -97,9 +97,9 @@ def test_sql_stops_at_its_time_limit(small_db):
 
 
 @pytest.mark.parametrize("command", ["sql", "query"])
-def test_timeout_must_be_positive(small_db, command):
+def test_timeout_must_not_be_negative(small_db, command):
     target = "SELECT 1" if command == "sql" else "run_summary"
-    result = CliRunner().invoke(main, [command, target, "--db", str(small_db), "--timeout", "0"])
+    result = CliRunner().invoke(main, [command, target, "--db", str(small_db), "--timeout", "-1"])
     assert result.exit_code == 2 and "--timeout" in result.output
 
 
@@ -297,4 +297,4 @@ def test_error_lines_are_cut_at_500_characters(tmp_path, parquet):
 @pytest.mark.parametrize("value", [str(2**63), "99999999999999999999", str(-(2**63) - 1)])
 def test_a_bigint_parameter_beyond_64_bits_is_refused(small_db, value):
     result = CliRunner().invoke(main, ["query", "layouts", "--db", str(small_db), "-p", "world_size", value])
-    assert result.exit_code == 1 and "wants an integer (BIGINT)" in result.output, result.output
+    assert result.exit_code == 1 and f"wants an integer from 1 to {2**63 - 1}, got '{value}'" in result.output

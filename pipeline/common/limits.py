@@ -23,6 +23,7 @@ MIB = 1 << 20
 # Side files (step and power logs) and run.json are small: a day of 10 Hz power samples is
 # ~35 MB, a million steps of step log ~100 MB.
 MAX_SIDE_FILE_BYTES = 128 * MIB
+LOCK_WAIT_S = 300.0  # how long an ingest waits for another process holding its database (ingest --wait)
 MAX_MANIFEST_BYTES = 16 * MIB
 GZIP_CHUNK = 16 * MIB  # decompressed bytes produced per step while checking the limit
 

@@ -314,10 +314,11 @@ class _Lock:
             except OSError:
                 if time.monotonic() >= deadline:
                     self.file.close()
-                    raise DatasetError(f"{self.path.parent}: another ingest is writing it for more than "
-                                       f"{self.wait_s:.0f} s; try again when it has finished") from None
+                    waited = f" for more than {self.wait_s:g} s" if self.wait_s > 0 else ""
+                    raise DatasetError(f"{self.path.parent}: another ingest is writing it{waited}; try again "
+                                       "when it has finished") from None
                 if self.on_wait and not told:
-                    self.on_wait(f"{self.path.parent}: waiting for another ingest to finish")
+                    self.on_wait(f"{self.path.parent}: waiting up to {self.wait_s:g} s for another ingest to finish")
                     told = True
                 time.sleep(0.2)
 

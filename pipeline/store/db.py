@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -28,6 +30,7 @@ MAX_LISTED = 20  # known values named in one error line
 SWEEP_QUERIES = ("scaling", "layouts", "scaling_attribution", "scaling_attribution_by_group", "run_gpu_time")
 TRACE_MAGIC = (b"\x1f\x8b", b"{", b"[")  # gzip, or JSON in object or array form (a Kineto trace)
 READER_MEMORY_FRACTION = 4  # a reading connection's DuckDB memory_limit: this share of the machine's memory
+WAIT_SLICE_S = 0.5  # a query's thread is waited for in slices: Ctrl-C does not end a wait without a timeout
 INTERRUPT_WAIT_S = 5.0  # after an interrupt, how long to wait for DuckDB to stop before going on without it
 BATCH_ROWS = 65_536  # rows per batch of a streamed result (Database.stream)
 MEMO_SIZE = 64  # query results a Database keeps for a repeated question (Database.query)
@@ -53,10 +56,12 @@ def reader_memory_limit() -> str:
     return f"{(limits.physical_memory_bytes() or 8 << 30) // READER_MEMORY_FRACTION // (1 << 20)}MiB"
 
 
-def guarded(con: duckdb.DuckDBPyConnection, work: Callable, timeout_s: float | None):
+def guarded(con: duckdb.DuckDBPyConnection, work: Callable, timeout_s: float | None,
+            started: float | None = None):
     """``work()`` (which runs queries on ``con``) in a thread, so that Ctrl-C (KeyboardInterrupt in
     this thread) and the time limit always stop it: DuckDB's own check for Ctrl-C misses some.
-    Either interrupts ``con``; past the limit, QueryTimeout."""
+    Either interrupts ``con``; ``timeout_s`` after ``started`` (time.monotonic(); default: now),
+    QueryTimeout."""
     outcome: dict = {}
     done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can leave is_alive() wrong
 
@@ -70,15 +75,16 @@ def guarded(con: duckdb.DuckDBPyConnection, work: Callable, timeout_s: float | N
             _RUNNING.discard(done)
 
     _RUNNING.add(done)
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else (time.monotonic() if started is None else started) + timeout_s
     threading.Thread(target=run, name="scaletrace-query", daemon=True).start()
     try:
         while not done.is_set():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 _stop(con, done)
-                raise QueryTimeout(f"stopped after {timeout_s:g} s, the time limit (--timeout SECONDS to change it)")
-            done.wait(left)
+                raise QueryTimeout(f"stopped after {timeout_s:g} s, the time limit "
+                                   "(--timeout SECONDS to change it, 0 for none)")
+            done.wait(WAIT_SLICE_S if left is None else min(left, WAIT_SLICE_S))  # an untimed wait misses Ctrl-C
     except KeyboardInterrupt:
         _stop(con, done)
         raise
@@ -107,6 +113,16 @@ def query_running() -> bool:
     return bool(_RUNNING)
 
 
+def _within_limit(method: Callable) -> Callable:
+    """A :class:`Database` call whose statements share one time limit (see Database.time_limit)."""
+    @functools.wraps(method)
+    def call(self: "Database", *args, **kwargs):
+        with self.time_limit():
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 class Database:
     """A scaletrace DuckDB file opened read-only, or a directory written by
     ``scaletrace export --parquet`` (read through views).  Either way the
@@ -119,7 +135,8 @@ class Database:
 
     def __init__(self, path: str | Path, wait_s: float = 10.0, timeout_s: float | None = None):
         self.path = Path(path)
-        self.timeout_s = timeout_s  # each query's time limit (None: none); Ctrl-C stops one either way
+        self.timeout_s = timeout_s  # each call's time limit (None: none); Ctrl-C stops one either way
+        self._started: float | None = None  # when the time limit's block began (time_limit)
         self._memo: dict[tuple, pl.DataFrame] = {}  # (query, parameters) -> its result (query())
         self._shared: set[str] = set()  # the definitions.SHARED_PER_RUN macros computed on this connection
         not_db = _traces_not_database(self.path)
@@ -134,6 +151,10 @@ class Database:
         if not self.path.is_file():
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
         self.con = connect_waiting(self.path, read_only=True, wait_s=wait_s)
+        guarded(self.con, lambda: self._set_up(path), None)  # as a query is: Ctrl-C stops it at once
+
+    def _set_up(self, path: str | Path) -> None:
+        """Check that the file is a scaletrace database of this version's columns; register the definitions."""
         # SET, not connect's config: a connection to a file open in this process must match its config
         self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
         try:
@@ -147,6 +168,22 @@ class Database:
                                 f"`scaletrace ingest PATH --db {path}`")
         register_definitions(self.con, path)
 
+    @contextmanager
+    def time_limit(self):
+        """Every statement run inside this block shares one time limit, ``timeout_s`` from the
+        block's start (the outermost block's, when nested).  Each call (query, notes, sql, stream)
+        is such a block, so one call holds the database no longer than the limit however many
+        statements it runs; the command line puts its whole command in one."""
+        if self._started is not None:
+            yield
+            return
+        self._started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._started = None
+
+    @_within_limit
     def query(self, name: str, **params) -> pl.DataFrame:
         """Run the named query file (see `scaletrace query --list`).  A Database answers from one
         snapshot (no process can write a DuckDB file while it is open read-only): a query asked
@@ -185,6 +222,7 @@ class Database:
             raise queries.QueryError(f"no {what} '{value}' in {self.path}: it holds no {plural}")
         raise queries.QueryError(f"no {what} '{value}' in {self.path}; known {plural}: {_listed(known)}")
 
+    @_within_limit
     def notes(self, name: str, **params) -> list[str]:
         """Why the named query's result may lack rows: an empty database, or the
         runs selected by ``run_id`` (all when NULL) whose traces are CPU-only, for
@@ -214,10 +252,12 @@ class Database:
                 f"'{name}': {listed}; give them one with `scaletrace ingest PATH --meta workload=NAME` "
                 "(`scaletrace explain` describes every run on its own)"]
 
+    @_within_limit
     def num_traces(self) -> int:
         """Trace files ingested into this database."""
         return self._run("SELECT count(*) FROM traces", None).item()
 
+    @_within_limit
     def sql(self, text: str, params: dict | None = None) -> pl.DataFrame:
         """Run one ad-hoc SQL statement; the connection is read-only, so it cannot change the database.
 
@@ -228,6 +268,7 @@ class Database:
         self.sql_check(text)  # and no file but the database (ATTACH, COPY TO, readers)
         return self._run(text, params, showable=True)
 
+    @_within_limit
     def stream(self, text: str, on_batch: Callable[[pl.DataFrame], None], fmt: str = "table",
                columns: list[str] | None = None, batch_rows: int = BATCH_ROWS) -> list[str]:
         """Run one ad-hoc read-only statement (as :meth:`sql`) and hand its result to ``on_batch`` in
@@ -270,7 +311,7 @@ class Database:
 
     def _guard(self, work: Callable):
         try:
-            return guarded(self.con, work, self.timeout_s)
+            return guarded(self.con, work, self.timeout_s, self._started)
         except duckdb.Error as exc:
             raise queries.QueryError(_first_line(exc)) from None
 
@@ -365,6 +406,7 @@ def _traces_not_database(path: Path) -> str | None:
 
 def connect(path: str | Path = "scaletrace.duckdb", wait_s: float = 10.0, timeout_s: float | None = None
             ) -> Database:
-    """Open read-only; waits up to ``wait_s`` seconds while an ingest holds the file; each query
-    stops after ``timeout_s`` seconds (None: no limit) with QueryTimeout."""
+    """Open read-only; waits up to ``wait_s`` seconds while an ingest holds the file; each call
+    (query, sql, ...) stops after ``timeout_s`` seconds (None: no limit) with QueryTimeout.  While
+    a Database is open no ingest can write the file: close it (or use ``with``) when done."""
     return Database(path, wait_s, timeout_s)

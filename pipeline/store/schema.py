@@ -3,6 +3,7 @@ connections that wait for another writer.  Rows are written by ``pipeline/store/
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from scaletrace.pipeline.common import limits, oneline
 from scaletrace.pipeline.common.errors import DatabaseError
 from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES
 from scaletrace.queries import definitions
@@ -20,7 +22,7 @@ SCHEMA_VERSION = "1"
 TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
 
 
-LOCK_WAIT_S = 300.0  # how long an ingest waits for another writer to finish
+LOCK_WAIT_S = limits.LOCK_WAIT_S  # how long an ingest waits for another process holding the database
 # Every connection scaletrace opens: DuckDB would otherwise install and load an extension on
 # its own (a --db naming a SQLite file fetches sqlite_scanner's native code from the network
 # into $HOME/.duckdb); parquet and json are built into the wheel.
@@ -38,13 +40,33 @@ def is_lock_error(exc: Exception) -> bool:
 
 
 def lock_holder(exc: Exception) -> str:
+    """Who holds the lock DuckDB's error names: ``process 123 (scaletrace sql)``."""
     match = re.search(r"\(PID (\d+)\)", str(exc))
-    return f"process {match.group(1)}" if match else "another process"
+    if not match:
+        return "another process"
+    command = process_command(int(match.group(1)))
+    return f"process {match.group(1)}" + (f" ({command})" if command else "")
+
+
+def process_command(pid: int) -> str:
+    """What process ``pid`` runs, in a few words: ``scaletrace VERB`` for scaletrace (its console
+    script or ``python -m scaletrace.cli``), else its program's name; "" where /proc cannot say
+    (another system, a process gone or another user's)."""
+    try:
+        args = [arg.decode(errors="replace") for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if arg]
+    except OSError:
+        return ""
+    for i, arg in enumerate(args):
+        if os.path.basename(arg) == "scaletrace" or arg == "scaletrace.cli":
+            verb = next((a for a in args[i + 1:] if not a.startswith("-")), "")
+            return oneline.printable(f"scaletrace {verb}".strip()[:60])
+    return oneline.printable(os.path.basename(args[0])[:60]) if args else ""
 
 
 def connect_waiting(db: str | Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S,
                     on_wait=None) -> duckdb.DuckDBPyConnection:
-    """Open ``db``; while another process holds its lock, wait up to ``wait_s`` seconds."""
+    """Open ``db``; while another process holds its lock, wait up to ``wait_s`` seconds (0: not at
+    all), first saying through ``on_wait`` which process holds it; then one line naming it."""
     deadline = time.monotonic() + wait_s
     told = False
     while True:
@@ -54,10 +76,11 @@ def connect_waiting(db: str | Path, read_only: bool = False, wait_s: float = LOC
             if not is_lock_error(exc):
                 raise DatabaseError(f"{db}: {_not_openable(exc)}") from None
             if time.monotonic() >= deadline:
-                raise DatabaseError(f"{db}: in use by {lock_holder(exc)} (an ingest?) for more than "
-                                    f"{wait_s:.0f} s; try again when it has finished") from None
+                waited = f" for more than {wait_s:g} s" if wait_s > 0 else ""
+                raise DatabaseError(f"{db}: in use by {lock_holder(exc)}{waited}; try again when it has "
+                                    "finished") from None
             if on_wait and not told:
-                on_wait(f"{db}: waiting for {lock_holder(exc)} to release the database")
+                on_wait(f"{db}: waiting up to {wait_s:g} s for {lock_holder(exc)} to release the database")
                 told = True
             time.sleep(0.2)
         except duckdb.Error as exc:
