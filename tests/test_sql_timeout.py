@@ -78,8 +78,8 @@ main()
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see the reader open the database")
 @pytest.mark.parametrize(("verb", "delay_s"), [("sql", 0.0), ("sql", 0.3), ("sql", 2.0), ("query", 2.0)])
 def test_ctrl_c_stops_an_unlimited_runaway_query_at_once(small_db, verb, delay_s):
-    """Ctrl-C as the database is being set up (the file open; its definitions registered: ~1 s on
-    a loaded machine) or with the cross join running: one line, 130, within 3 s."""
+    """Ctrl-C just after the file is open (while its definitions are registered: ~1 s on a loaded
+    machine) or with the cross join running: one line, 130, within 3 s."""
     # --timeout 0: no limit, so only the interrupt can end it.  `query` runs a query file holding the
     # cross join (as one a user added to queries/ would), given to the loader in the subprocess.
     if verb == "query":
