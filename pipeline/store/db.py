@@ -151,7 +151,11 @@ class Database:
         if not self.path.is_file():
             raise DatabaseError(f"{path}: no such database; create it with `scaletrace ingest PATH --db {path}`")
         self.con = connect_waiting(self.path, read_only=True, wait_s=wait_s)
-        guarded(self.con, lambda: self._set_up(path), None)  # as a query is: Ctrl-C stops it at once
+        try:
+            guarded(self.con, lambda: self._set_up(path), None)  # as a query is: Ctrl-C stops it at once
+        except BaseException:
+            self.close()  # now: the error's traceback keeps this object, and DuckDB the file, alive
+            raise
 
     def _set_up(self, path: str | Path) -> None:
         """Check that the file is a scaletrace database of this version's columns; register the definitions."""
