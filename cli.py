@@ -538,7 +538,9 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     Every Python process the command starts gets a global optimizer-step hook
     (see collectors/autostart.py for the mechanism and its limits); each rank
     writes its trace and step log into the run directory, rank 0 writes
-    run.json.  The command's exit status is passed through unchanged.
+    run.json.  The exit status is the command's, as a shell reports it: a
+    command killed by signal N exits 128 + N (SIGKILL 137, SIGSEGV 139,
+    SIGTERM 143).  Ctrl-C is the command's to handle: collect waits for it.
 
     \b
     Example:
