@@ -6,10 +6,10 @@ import os
 import signal
 import sys
 
-from scaletrace import INTERRUPTED_LINE, INTERRUPTED_STATUS, _interrupted_at_start
+from scaletrace import INTERRUPTED_LINE, INTERRUPTED_STATUS, _interrupted_at_start, _stop_at_start
 
 if __name__ == "__main__":  # python -m scaletrace.cli (the console script's guard is in __init__.py)
-    signal.signal(signal.SIGINT, _interrupted_at_start)
+    _stop_at_start()
 
 import time
 from contextlib import contextmanager
@@ -22,7 +22,7 @@ from scaletrace import queries
 from scaletrace.pipeline.common import limits, oneline
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, RulesError, load_rules
 from scaletrace.pipeline.common.errors import DatabaseError, DatasetError, EngineError
-from scaletrace.pipeline.common.interrupt import CtrlC
+from scaletrace.pipeline.common.interrupt import Interrupt
 
 if TYPE_CHECKING:
     import polars as pl
@@ -249,7 +249,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         for line in engine_lines():
             say(line)
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
-    ctrl_c = CtrlC()
+    stop = Interrupt()
     progress = _progress_bar(quiet)
     started, json_bytes = time.monotonic(), 0
 
@@ -257,7 +257,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         nonlocal json_bytes
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
         json_bytes += outcome.json_bytes
-        ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
+        stop.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
             line = _outcome_line(outcome)
         elif quiet:
@@ -280,7 +280,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     options = dict(rules=rule_table, keep_python=keep_python, on_outcome=on_outcome, on_progress=on_progress,
                    on_wait=lambda msg: say(msg, progress.console), max_trace_bytes=max_trace_bytes, meta=facts)
     try:
-        with ctrl_c, progress:
+        with stop, progress:
             if parquet:
                 from scaletrace.pipeline.execute.dataset import ingest_parquet
 
@@ -291,10 +291,10 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
 
                 report = run_ingest(paths, db, workers=workers, **options)
     except (KeyboardInterrupt, Exception) as exc:
-        # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
-        if isinstance(exc, KeyboardInterrupt) or ctrl_c.hit:
-            say(f"interrupted; {_plural(counts['ok'], 'file')} stored, re-run to finish")
-            sys.exit(130)
+        # after Ctrl-C or SIGTERM, whatever DuckDB raised instead ("Query interrupted") is the interrupt
+        if isinstance(exc, KeyboardInterrupt) or stop.hit:
+            say(f"{stop.line}; {_plural(counts['ok'], 'file')} stored, re-run to finish")
+            sys.exit(stop.status)
         if isinstance(exc, (DatabaseError, DatasetError, EngineError)):
             fail(str(exc))
         if is_duckdb_error(exc):  # the backstop: a database error is one line, never a traceback

@@ -82,3 +82,129 @@ def test_ctrl_c_is_the_jobs_and_collect_exits_with_its_status(tmp_path, handles_
     wrapped_status, wrapped_out = _ctrl_c([*SCALETRACE, "collect", "--out", str(tmp_path / "run"), "--", *job])
     assert wrapped_status == alone_status
     assert wrapped_out == alone_out  # the job's clean-up ran to its end
+
+
+# --- SIGINT / SIGTERM during an ingest -------------------------------------------------------------
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import psutil  # noqa: E402
+
+from scaletrace.pipeline import connect, ingest  # noqa: E402
+from scaletrace.pipeline.execute.dataset import ingest_parquet  # noqa: E402
+from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES  # noqa: E402
+from scaletrace.pipeline.synth import SynthRun, write_run  # noqa: E402
+
+PAUSE_POINTS = Path(__file__).with_name("pause_points.py")
+ENGINES = ("duckdb", "parquet")
+RUNS, RANKS = 2, 2  # four files: two committed or more before the third file's pause
+# what a finished ingest must equal the clean one's in, column by column (ids and times aside)
+SKIP = {"traces": "trace_id, ingested_at, stat_key", "runs": "updated_at"}  # stat_key: NULL for a fresh mtime
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("signal-runs")
+    return [write_run(root, SynthRun(f"r{i}", ranks=RANKS, steps=20, tp_comm_us=10, seed=i)) for i in range(RUNS)]
+
+
+def _target(tmp: Path, engine: str) -> Path:
+    return tmp / ("t.duckdb" if engine == "duckdb" else "t.pq")
+
+
+def _ingest(engine: str, runs: list[Path], target: Path):
+    if engine == "duckdb":
+        return ingest(runs, db=target, workers=2)
+    return ingest_parquet(runs, target, workers=2)
+
+
+@pytest.fixture(scope="module")
+def clean(runs, tmp_path_factory) -> dict[str, dict]:
+    """Per engine: what one uninterrupted ingest stores (tables' fingerprints, rows per file)."""
+    tables = {}
+    for engine in ENGINES:
+        target = _target(tmp_path_factory.mktemp(f"clean-{engine}"), engine)
+        assert not _ingest(engine, runs, target).errors
+        tables[engine] = _contents(target)
+    return tables
+
+
+def _contents(target: Path) -> dict:
+    """What a reader sees: each table's rows (sorted, as text; per-trace tables with their file's
+    path for the trace_id), and each file's row count in each per-trace table."""
+    with connect(target) as db:
+        con = db.con
+        seen: dict = {"rows_per_file": {}}
+        for table in ("traces", "runs", *PER_TRACE_TABLES):
+            skip = SKIP.get(table, "trace_id" if table in PER_TRACE_TABLES else "")
+            select = f"SELECT * EXCLUDE ({skip}) FROM {table}" if skip else f"SELECT * FROM {table}"
+            if table in PER_TRACE_TABLES:
+                select = (f"SELECT t.path AS file, x.* EXCLUDE (trace_id) FROM {table} x "
+                          f"LEFT JOIN traces t USING (trace_id)")
+                for path, count in con.sql(f"SELECT file, count(*) FROM ({select}) GROUP BY file").fetchall():
+                    seen["rows_per_file"][(table, path)] = count
+            seen[table] = sorted(str(row) for row in con.sql(select).fetchall())
+        seen["stored"] = {path for (path,) in con.sql("SELECT path FROM traces").fetchall()}
+        seen["runs_of_traces"] = {run for (run,) in con.sql("SELECT DISTINCT run_id FROM traces").fetchall()}
+        seen["run_rows"] = {run for (run,) in con.sql("SELECT run_id FROM runs").fetchall()}
+        seen["logged_ok"] = {path for (path,) in con.sql(
+            "SELECT DISTINCT path FROM ingest_log WHERE status = 'ok'").fetchall()}
+    return seen
+
+
+def _pause_and_signal(point: str, engine: str, sig: int, runs, target: Path, out: Path):
+    """The CLI ingest paused at ``point``; ``sig`` to its process group (as the terminal's Ctrl-C
+    or a scheduler's SIGTERM); (status, stderr, the processes it had)."""
+    out.mkdir()
+    where = ["--db", str(target)] if engine == "duckdb" else ["--parquet", str(target)]
+    proc = subprocess.Popen([sys.executable, str(PAUSE_POINTS), point, str(out), "ingest", *map(str, runs),
+                             *where, "-q", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "paused").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (out / "paused").exists(), proc.communicate(timeout=60)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, err, family
+
+
+@pytest.mark.parametrize("point", ["parse", "write", "commit"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_signal_mid_ingest_is_one_line_leaves_no_partial_file_and_rerun_completes(
+        tmp_path, runs, clean, engine, sig, point):
+    target = _target(tmp_path, engine)
+    status, err, family = _pause_and_signal(point, engine, sig, runs, target, tmp_path / "pause")
+    assert status == 128 + sig, err  # as a shell reports a command the signal ended: 130, 143
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    said = re.fullmatch(rf"{word}; (\d+) files? stored, re-run to finish\n", err)
+    assert said, err
+    gone = psutil.wait_procs(family, timeout=10)[1]
+    assert not gone, f"left behind: {gone}"
+    files = [str(f) for run in runs for f in sorted(run.glob("rank*.json"))]
+    want = clean[engine]
+    seen = _contents(target)
+    # a reader sees whole files only: each stored file has all its rows, no row without its file
+    assert len(seen["stored"]) == int(said.group(1)) < len(files)
+    for (table, path), count in seen["rows_per_file"].items():
+        assert path in seen["stored"] and count == want["rows_per_file"][(table, path)], (table, path)
+    assert {key for key in want["rows_per_file"] if key[1] in seen["stored"]} == set(seen["rows_per_file"])
+    assert seen["runs_of_traces"] <= seen["run_rows"]  # no trace without its run
+    assert seen["logged_ok"] <= seen["stored"]  # the log names no file that is not stored
+    if engine == "duckdb":  # the log is in the files' own transactions
+        assert seen["logged_ok"] == seen["stored"]
+    # the next ingest finishes the work: the same as one clean ingest
+    assert not _ingest(engine, runs, target).errors
+    finished = _contents(target)
+    for table in ("traces", "runs", *PER_TRACE_TABLES, "rows_per_file"):
+        assert finished[table] == want[table], table
+    if engine == "parquet":  # the interrupted ingest's leftovers are collected
+        assert not list(target.rglob(".*.tmp"))
