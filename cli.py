@@ -205,7 +205,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     Directories are searched recursively.  Re-ingesting an unchanged file does
     nothing; a changed file replaces its rows.  A file that cannot be ingested
     prints one line `PATH: reason`; the others still ingest; exit status 1.
-    Ctrl-C stops at once (exit status 130); re-running finishes the work.
+    Ctrl-C stops at once (exit status 130), SIGTERM too (143); the files
+    stored are whole, and re-running finishes the work.
 
     With --parquet DIR, each file is parsed by a task that writes its rows as
     Parquet parts into DIR (the layout of `scaletrace export --parquet`); tasks

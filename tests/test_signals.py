@@ -208,3 +208,24 @@ def test_a_signal_mid_ingest_is_one_line_leaves_no_partial_file_and_rerun_comple
         assert finished[table] == want[table], table
     if engine == "parquet":  # the interrupted ingest's leftovers are collected
         assert not list(target.rglob(".*.tmp"))
+
+
+FOREVER = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+
+
+# the console script's start, as tests/test_hardening.py runs it: `up` once Python itself is up
+ENTRY_POINT = ("import os, sys; sys.argv[0] = 'scaletrace'; os.write(1, b'up\\n'); "
+               "from scaletrace.cli import main; sys.exit(main())")
+
+
+@pytest.mark.parametrize("delay_s", [0.02, 0.1, 1.5])  # from the start-up's imports to the query
+def test_sigterm_outside_an_ingest_is_one_line_and_143(tmp_path, runs, delay_s):
+    db = tmp_path / "t.duckdb"
+    assert not ingest(runs[:1], db=db, workers=1).errors
+    proc = subprocess.Popen([sys.executable, "-c", ENTRY_POINT, "sql", FOREVER, "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err, out) == (128 + signal.SIGTERM, "terminated\n", "")
