@@ -70,8 +70,9 @@ class Interrupt:
         return 128 + (self.signum or signal.SIGINT)
 
     def check(self) -> None:
-        """Raise KeyboardInterrupt if a signal came (even if DuckDB swallowed it)."""
-        if self.hit:
+        """Raise KeyboardInterrupt if a signal came (even if DuckDB swallowed it), unless a step
+        under :func:`held` is still going on: it raises once the step is done."""
+        if self.hit and not self._holding:
             raise KeyboardInterrupt
 
 

@@ -401,8 +401,8 @@ def ingest_dataset(
                         moving[task.path] = result.trace.rank
                         continue
                     done += 1
-                    record(outcome)
                     log_outcome(con, outcome)
+                    record(outcome)
                 if on_progress:
                     on_progress(done, len(tasks))
             for run in runs:
