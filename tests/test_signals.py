@@ -5,13 +5,21 @@ half-written and is finished by the next ingest (docs/robustness.md, "Signals").
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import psutil
 import pytest
+
+from scaletrace.pipeline import connect, ingest
+from scaletrace.pipeline.execute.dataset import ingest_parquet
+from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES
+from scaletrace.pipeline.synth import SynthRun, write_run
 
 SCALETRACE = [sys.executable, "-m", "scaletrace.cli"]
 
@@ -85,16 +93,6 @@ def test_ctrl_c_is_the_jobs_and_collect_exits_with_its_status(tmp_path, handles_
 
 
 # --- SIGINT / SIGTERM during an ingest -------------------------------------------------------------
-
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import psutil  # noqa: E402
-
-from scaletrace.pipeline import connect, ingest  # noqa: E402
-from scaletrace.pipeline.execute.dataset import ingest_parquet  # noqa: E402
-from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES  # noqa: E402
-from scaletrace.pipeline.synth import SynthRun, write_run  # noqa: E402
 
 PAUSE_POINTS = Path(__file__).with_name("pause_points.py")
 ENGINES = ("duckdb", "parquet")
