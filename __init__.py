@@ -21,22 +21,32 @@ from __future__ import annotations
 import os
 import sys
 
+import _signal  # built in: `signal` itself takes ~10 ms to import (its enums), a window for Ctrl-C
+
 INTERRUPTED_LINE, INTERRUPTED_STATUS = "interrupted", 130  # 128 + SIGINT, as a shell reports Ctrl-C
+TERMINATED_LINE, TERMINATED_STATUS = "terminated", 143  # 128 + SIGTERM
 
 
 def _interrupted_at_start(signum, frame) -> None:
-    """Ctrl-C while the command line starts (its imports): nothing to clean up yet, one line and
-    out (Python's own handler would print a KeyboardInterrupt traceback from some import)."""
-    os.write(2, f"{INTERRUPTED_LINE}\n".encode())
-    os._exit(INTERRUPTED_STATUS)
+    """Ctrl-C while the command line starts (its imports), or SIGTERM outside an ingest: nothing
+    to clean up, one line and out (Python's own handler would print a KeyboardInterrupt traceback
+    from some import; SIGTERM's default ends the process without a word)."""
+    terminated = signum == _signal.SIGTERM
+    line, status = (TERMINATED_LINE, TERMINATED_STATUS) if terminated else (INTERRUPTED_LINE, INTERRUPTED_STATUS)
+    os.write(2, f"{line}\n".encode())
+    os._exit(status)
 
 
-# The console entry point (pip's script imports scaletrace.cli, which imports this first): Ctrl-C is
-# one line and exit 130 from here on; the command group hands it back to KeyboardInterrupt (cli.py).
-if sys.argv and os.path.basename(sys.argv[0]) == "scaletrace":
-    import _signal  # built in: `signal` itself takes ~10 ms to import (its enums), a window for Ctrl-C
-
+def _stop_at_start() -> None:
+    """Ctrl-C and SIGTERM are one line and 128 + N from here on; the command group hands Ctrl-C
+    back to KeyboardInterrupt (cli.py), an ingest takes both (pipeline/common/interrupt.py)."""
     _signal.signal(_signal.SIGINT, _interrupted_at_start)
+    _signal.signal(_signal.SIGTERM, _interrupted_at_start)
+
+
+# The console entry point (pip's script imports scaletrace.cli, which imports this first).
+if sys.argv and os.path.basename(sys.argv[0]) == "scaletrace":
+    _stop_at_start()
 
 import importlib  # noqa: E402
 

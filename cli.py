@@ -6,10 +6,10 @@ import os
 import signal
 import sys
 
-from scaletrace import INTERRUPTED_LINE, INTERRUPTED_STATUS, _interrupted_at_start
+from scaletrace import INTERRUPTED_LINE, INTERRUPTED_STATUS, _interrupted_at_start, _stop_at_start
 
 if __name__ == "__main__":  # python -m scaletrace.cli (the console script's guard is in __init__.py)
-    signal.signal(signal.SIGINT, _interrupted_at_start)
+    _stop_at_start()
 
 import time
 from contextlib import contextmanager
@@ -22,7 +22,7 @@ from scaletrace import queries
 from scaletrace.pipeline.common import limits, oneline
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, RulesError, load_rules
 from scaletrace.pipeline.common.errors import DatabaseError, DatasetError, EngineError
-from scaletrace.pipeline.common.interrupt import CtrlC
+from scaletrace.pipeline.common.interrupt import Interrupt
 
 if TYPE_CHECKING:
     import polars as pl
@@ -209,7 +209,8 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
     Directories are searched recursively.  Re-ingesting an unchanged file does
     nothing; a changed file replaces its rows.  A file that cannot be ingested
     prints one line `PATH: reason`; the others still ingest; exit status 1.
-    Ctrl-C stops at once (exit status 130); re-running finishes the work.
+    Ctrl-C stops at once (exit status 130), SIGTERM too (143); the files
+    stored are whole, and re-running finishes the work.
     While another process holds the database (a `sql` or `query` holds it up to
     its --timeout), the ingest says which and waits up to --wait seconds.
 
@@ -255,7 +256,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         for line in engine_lines():
             say(line)
     counts = {"ok": 0, "unchanged": 0, "error": 0, "note": 0}
-    ctrl_c = CtrlC()
+    stop = Interrupt()
     progress = _progress_bar(quiet)
     started, json_bytes = time.monotonic(), 0
 
@@ -263,7 +264,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         nonlocal json_bytes
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
         json_bytes += outcome.json_bytes
-        ctrl_c.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
+        stop.check()  # a file DuckDB's interrupt failed is not an error: the ingest stops
         if outcome.status == "error":
             line = _outcome_line(outcome)
         elif quiet:
@@ -287,7 +288,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
                    on_wait=lambda msg: say(msg, progress.console), lock_wait_s=wait_s,
                    max_trace_bytes=max_trace_bytes, meta=facts)
     try:
-        with ctrl_c, progress:
+        with stop, progress:
             if parquet:
                 from scaletrace.pipeline.execute.dataset import ingest_parquet
 
@@ -298,10 +299,10 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
 
                 report = run_ingest(paths, db, workers=workers, **options)
     except (KeyboardInterrupt, Exception) as exc:
-        # after Ctrl-C, whatever DuckDB raised instead ("Query interrupted") is the interrupt
-        if isinstance(exc, KeyboardInterrupt) or ctrl_c.hit:
-            say(f"interrupted; {_plural(counts['ok'], 'file')} stored, re-run to finish")
-            sys.exit(130)
+        # after Ctrl-C or SIGTERM, whatever DuckDB raised instead ("Query interrupted") is the interrupt
+        if isinstance(exc, KeyboardInterrupt) or stop.hit:
+            say(f"{stop.line}; {_plural(counts['ok'], 'file')} stored, re-run to finish")
+            sys.exit(stop.status)
         if isinstance(exc, (DatabaseError, DatasetError, EngineError)):
             fail(str(exc))
         if is_duckdb_error(exc):  # the backstop: a database error is one line, never a traceback
@@ -548,7 +549,9 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     Every Python process the command starts gets a global optimizer-step hook
     (see collectors/autostart.py for the mechanism and its limits); each rank
     writes its trace and step log into the run directory, rank 0 writes
-    run.json.  The command's exit status is passed through unchanged.
+    run.json.  The exit status is the command's, as a shell reports it: a
+    command killed by signal N exits 128 + N (SIGKILL 137, SIGSEGV 139,
+    SIGTERM 143).  Ctrl-C is the command's to handle: collect waits for it.
 
     \b
     Example:

@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from scaletrace.pipeline.store import runsync, schema, write as store
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.read.decode import TraceError
+from scaletrace.pipeline.common import interrupt
 from scaletrace.pipeline.common.errors import DatasetError
 from scaletrace.pipeline.store.export import PARTITIONED
 from scaletrace.pipeline.store.export import _files as export_files
@@ -394,17 +395,15 @@ def ingest_dataset(
                 pending.discard(task.path)
                 waiting = frozenset() if retry else pending | {t.path for t, _ in deferred}
                 moving.pop(task.path, None)
-                outcome = _commit(con, ds, run, task, result, waiting, moving)
-                if outcome.status == DEFERRED:
-                    deferred.append((task, result))
-                    moving[task.path] = result.trace.rank
-                    continue
-                done += 1
-                if outcome.status == "ok" and run.run_id not in saved_runs:
-                    ds.save_run(con, run.run_id)
-                    saved_runs.add(run.run_id)
-                record(outcome)
-                log_outcome(con, outcome)
+                with interrupt.held():  # a commit record, its run's row and its line: all or none
+                    outcome = _commit(con, ds, run, task, result, waiting, moving, saved_runs)
+                    if outcome.status == DEFERRED:
+                        deferred.append((task, result))
+                        moving[task.path] = result.trace.rank
+                        continue
+                    done += 1
+                    log_outcome(con, outcome)
+                    record(outcome)
                 if on_progress:
                     on_progress(done, len(tasks))
             for run in runs:
@@ -440,8 +439,9 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult, pending: set[str] | frozenset,
-            moving: dict[str, int]) -> Outcome:
-    """Check the task's trace against the others (a duplicate rank) and write its record."""
+            moving: dict[str, int], saved_runs: set[str]) -> Outcome:
+    """Check the task's trace against the others (a duplicate rank) and write its record, after its
+    run's row when this ingest has not written that yet (``saved_runs``): no trace without its run."""
     if result.error:
         if result.no_room:
             raise DatasetError(f"{task.path}: {result.error}; the ingest stops (the traces committed before are "
@@ -458,6 +458,9 @@ def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult, pending:
         return Outcome(task.path, "error", str(exc), run.run_id, node=result.node)
     store.replace_trace(con, trace, run.row(), None,
                         trace_id=result.trace_id)
+    if run.run_id not in saved_runs:
+        ds.save_run(con, run.run_id)
+        saved_runs.add(run.run_id)
     ds.commit(con, trace, result.trace_id)
     outcome = stored_outcome(trace, result.zero_duration_events)
     outcome.node = result.node

@@ -8,7 +8,7 @@ outlive the ingest (README, "Robustness").
   again one at a time in a fresh process: the one whose process dies again is that file's
   error; the others come back as usual, and a new pool takes the rest.
 * Workers die with the ingest process (``PR_SET_PDEATHSIG`` on Linux, else a thread that
-  watches the parent), ignore Ctrl-C (the parent handles it and stops them), and are the
+  watches the parent), ignore Ctrl-C and SIGTERM (the parent handles them and stops them), and are the
   out-of-memory killer's first choice, so that memory pressure costs a file, not the ingest.
 """
 
@@ -28,7 +28,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
-from scaletrace.pipeline.common import limits
+from scaletrace.pipeline.common import interrupt, limits
 from scaletrace.pipeline.common.oneline import describe
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -242,7 +242,8 @@ def _init_worker(parent_pid: int) -> None:
     # walk them (a forked child of a process with live native threads crashed walking them, in the
     # first collection of a pandas import), and their pages are not written (copy-on-write).
     gc.freeze()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
+    for sig in interrupt.SIGNALS:  # Ctrl-C and SIGTERM are the parent's (even sent to the whole
+        signal.signal(sig, signal.SIG_IGN)  # process group): it stops the workers, and says one line
     _die_with_parent(parent_pid)
     _prefer_oom_kill()
     _reuse_freed_memory()
