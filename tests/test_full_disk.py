@@ -131,7 +131,7 @@ def test_a_full_disk_stops_the_ingest_with_one_line_and_the_next_one_completes(s
     else:
         subprocess.run(["mount", "-o", f"remount,size={8 * DISK_MIB}m", str(small_disk)], check=True)
     result = _ingest(bigger, target, out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and not result.stderr.strip(), result.output
     clean = tmp_path / "clean"
     assert _ingest(MICRO, bigger, target, clean).exit_code == 0
     assert _contents(out) == _contents(clean)
@@ -157,10 +157,28 @@ def test_a_new_database_on_a_full_disk_is_one_line_and_leaves_nothing(small_disk
 
     filler.unlink()
     result = _ingest(MICRO, target, out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and not result.stderr.strip(), result.output
     clean = tmp_path / "clean"
     assert _ingest(MICRO, target, clean).exit_code == 0
     assert _contents(out) == _contents(clean)
+
+
+def test_an_empty_database_a_full_disk_cannot_set_up_is_left_as_it_was(small_disk, tmp_path):
+    """A DuckDB file made elsewhere (plain duckdb), with no tables yet: scaletrace's tables do not
+    fit.  Before: `cannot be used as a scaletrace database (... No space left on device)`."""
+    db = small_disk / "empty.duckdb"
+    duckdb.connect(str(db)).close()
+    filler = _fill(small_disk)
+    line = _one_line(_ingest(MICRO, "--db", db))
+    assert line == _expected(db, small_disk, _stopped(0))
+    with duckdb.connect(str(db), read_only=True) as con:  # as it was: it opens, and holds no table
+        assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchall() == [(0,)]
+
+    filler.unlink()
+    result = _ingest(MICRO, "--db", db)
+    assert result.exit_code == 0 and not result.stderr.strip(), result.output
+    assert _ingest(MICRO, "--db", tmp_path / "clean.duckdb").exit_code == 0
+    assert _contents(db) == _contents(tmp_path / "clean.duckdb")
 
 
 # --- which errors are a full disk (no mount needed) -------------------------------------------------
