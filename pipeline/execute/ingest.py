@@ -373,7 +373,7 @@ def _open(db, lock_wait_s: float, on_wait) -> tuple[duckdb.DuckDBPyConnection, b
     except Exception as exc:
         if not diskfull.no_room(exc):
             raise
-        if not new:  # a file set up by an older version: its new tables did not fit
+        if not new:  # an existing file (empty, or an older version's) whose tables did not fit: left as it was
             raise diskfull.stopped(db, 0) from exc
         # created by this ingest (nothing was there when it began), and its connection is closed
         for leftover in (Path(f"{db}.wal"), Path(db)):
