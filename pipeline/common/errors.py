@@ -12,3 +12,9 @@ class DatasetError(RuntimeError):
 
 class EngineError(RuntimeError):
     """An engine that cannot run (Ray not installed, no cluster at the address)."""
+
+
+class DiskFull(DatabaseError, DatasetError):
+    """A write that found no room (a full disk, a quota), of a DuckDB file or a Parquet dataset:
+    one line naming the path, the space left and the mount point (``pipeline/common/diskfull.py``).
+    Both kinds, so that every command that reports either reports this one."""

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from scaletrace.pipeline.store import runsync, schema, write as store
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.read.decode import TraceError
-from scaletrace.pipeline.common import interrupt
+from scaletrace.pipeline.common import diskfull, interrupt
 from scaletrace.pipeline.common.errors import DatasetError
 from scaletrace.pipeline.store.export import PARTITIONED
 from scaletrace.pipeline.store.export import _files as export_files
@@ -348,10 +348,28 @@ def ingest_dataset(
     """Ingest trace files or run directories into the Parquet dataset ``out``; ``mapper`` runs
     ``run_task`` over the tasks (``pipeline/execute/engines.py``: local processes or Ray) and yields
     (task, result) as they finish.  ``meta``: run.json facts for every run, as in the DuckDB
-    ingest (``pipeline.execute.ingest.ingest``)."""
+    ingest (``pipeline.execute.ingest.ingest``).  A full disk (or a quota) stops it with one
+    ``DiskFull`` line, the traces committed before whole."""
     meta = check_meta(meta)
-    ds = Dataset(out)
     report = IngestReport()
+    try:
+        _write(Dataset(out), paths, mapper, report, meta, rules=rules, keep_python=keep_python,
+               on_cluster=on_cluster, on_outcome=on_outcome, on_progress=on_progress, on_wait=on_wait,
+               lock_wait_s=lock_wait_s, max_trace_bytes=max_trace_bytes)
+    except Exception as exc:
+        if not diskfull.no_room(exc):
+            raise
+        stopped = exc
+    else:
+        return report
+    # said once the writers are gone and the lock released: the space left as the user finds it
+    raise diskfull.stopped(out, report.count("ok")) from stopped
+
+
+def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: IngestReport, meta: dict | None, *,
+           rules: tuple[Rule, ...], keep_python: bool, on_cluster: bool, on_outcome, on_progress, on_wait,
+           lock_wait_s: float, max_trace_bytes: int | None) -> None:
+    """ingest_dataset's work, its outcomes in ``report``."""
     with ds.lock(lock_wait_s, on_wait):
         con = ds.load_state()
         damaged = ds.drop_damaged(con)
@@ -423,7 +441,6 @@ def ingest_dataset(
             except OSError:
                 pass  # said above; the log of this ingest is what a full disk costs
             con.close()
-    return report
 
 
 def _cannot_write(ds: Dataset, exc: OSError) -> DatasetError:

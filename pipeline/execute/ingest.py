@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import duckdb
 
 from scaletrace.pipeline.store import dbcheck, runsync, schema, template, write as store
-from scaletrace.pipeline.common import limits, oneline
+from scaletrace.pipeline.common import diskfull, limits, oneline
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.read.decode import TraceError, unpack
@@ -333,9 +333,8 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    fresh = template.place(db)  # a new file: a copy of this version's set-up (~0.3 s of DDL saved)
-    # refuses a file that is not scaletrace's; the stored definitions are written later (below)
-    con = dbcheck.open_for_write(db, lock_wait_s, on_wait)
+    con, fresh = _open(db, lock_wait_s, on_wait)
+    stopped = None  # the error of a full disk, said once the database is closed
     try:
         runs, tasks = _plan(con, run_dirs, problems, record, meta)
         if tasks:
@@ -350,10 +349,36 @@ def ingest(
         for outcome in finished:
             record(outcome)
         log_outcomes(con, finished)
+    except Exception as exc:
+        if not diskfull.no_room(exc):
+            raise
+        stopped = exc
     finally:
         if con is not None:
             con.close()
+    if stopped is not None:  # the space left as the user finds it: measured after the close
+        raise diskfull.stopped(db, report.count("ok")) from stopped
     return report
+
+
+def _open(db, lock_wait_s: float, on_wait) -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """A connection to ``db`` once it is known to be new, empty or scaletrace's (dbcheck), and whether
+    it is a copy of the template (its stored definitions are this version's; else they are written
+    later).  A new file that a full disk stopped half set up (0 bytes, or torn) is removed: DuckDB
+    would refuse it, and with it every later ingest once space is freed."""
+    new = str(db) != ":memory:" and not os.path.lexists(db) and not os.path.lexists(f"{db}.wal")
+    try:
+        fresh = template.place(db)  # a new file: a copy of this version's set-up (~0.3 s of DDL saved)
+        return dbcheck.open_for_write(db, lock_wait_s, on_wait), fresh
+    except Exception as exc:
+        if not diskfull.no_room(exc):
+            raise
+        if not new:  # an existing file (empty, or an older version's) whose tables did not fit: left as it was
+            raise diskfull.stopped(db, 0) from exc
+        # created by this ingest (nothing was there when it began), and its connection is closed
+        for leftover in (Path(f"{db}.wal"), Path(db)):
+            leftover.unlink(missing_ok=True)
+        raise diskfull.disk_full(db, "the new database was not created") from exc
 
 
 def _plan(con, run_dirs: dict[Path, list[Path]], problems: list[Outcome], record, meta: dict | None):

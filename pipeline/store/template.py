@@ -9,7 +9,9 @@ template lives in the user's cache directory (``$SCALETRACE_CACHE_DIR``, else
 is never copied.
 
 Anything that goes wrong here (no cache directory, a read-only file system, a disk full, a file
-system without hard links) only means the new file is set up in place, as it always was.
+system without hard links) only means the new file is set up in place, as it always was.  Where
+the disk the new file is on is full, that set-up fails too, and the ingest removes what it left
+(``pipeline/execute/ingest.py``, ``_open``).
 """
 
 from __future__ import annotations
