@@ -23,7 +23,7 @@ from scaletrace.reports.card import card_from_db, card_lines
 from scaletrace.reports.chartkit import gpus, layout_colours
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
-from scaletrace.reports.html import render
+from scaletrace.reports.html import projection_table, render
 
 
 @dataclass
@@ -89,7 +89,8 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     created = _make_dirs(out.parent)
     text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
                   sections=_sections(drawn, data), run_sentences=data.run_sentences, card=data.card,
-                  kernels=data.top_kernels, svgs=static_svgs(drawn))
+                  kernels=data.top_kernels, svgs=static_svgs(drawn),
+                  tables={"projection": projection_table(data.projection_fits)})
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):

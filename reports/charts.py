@@ -25,6 +25,7 @@ from scaletrace.reports.charts_card import build_marginal_returns
 from scaletrace.reports.charts_critical_path import chart_spec
 from scaletrace.reports.charts_headroom import build_overlap_headroom
 from scaletrace.reports.charts_projection import build_projection
+from scaletrace.queries.analysis.projection import UNRELIABLE_PCT
 from scaletrace.reports.device_share import SLIVER_PCT
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
@@ -217,9 +218,11 @@ CHARTS = [
               "database): measured tokens/s (points), the model's prediction to 4× the largest measured count "
               "(line; compute a + b/N or constant, α–β ring communication inside and across nodes, overlap "
               "capacity and waiting from the traces), shaded by the largest leave-one-out error, and ideal "
-              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. A sweep "
-              "whose leave-one-out error exceeds 50 % keeps its measured points only: the model does not fit its "
-              "runs, so no line or band is drawn and the subtitle says so. `scaletrace project` prints the numbers.",
+              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. The table "
+              "below gives each sweep's measured GPU counts and leave-one-out errors; a sweep whose largest "
+              f"leave-one-out error exceeds {UNRELIABLE_PCT} % keeps its measured points only: the model does not "
+              "explain its runs, so no line or band is drawn and its row says why. `scaletrace project` prints the "
+              "numbers.",
               "No sweep with three measured GPU counts (with a workload, tokens_per_step and ProfilerSteps): "
               "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]
