@@ -54,7 +54,7 @@ def _build(spec, data: report_data.ReportData, drawn: list, notes: list[str]) ->
     """One chart of CHARTS into ``drawn``, or its note into ``notes``."""
     df = spec.select(getattr(data, spec.source))
     if df.is_empty():
-        notes.append(f"{spec.title}: {spec.missing}")
+        notes.append(f"{spec.title}: {chart_defs.missing_note(spec, data)}")
         return
     if spec.key in chart_defs.VS_GPUS and "world_size" in df.columns and df["world_size"].n_unique() < 2:
         notes.append(f"{spec.title}: all its data is at one GPU count ({gpus(df['world_size'][0])}); "

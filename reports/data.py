@@ -78,6 +78,12 @@ class ReportData:
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)  # reports/charts_critical_path.path_parts
 
 
+    def best_runs(self) -> list[str]:
+        """The fastest selected run of each sweep at each GPU count: the runs the charts of "the fastest
+        runs" draw, and the only runs their "not shown" notes may speak of."""
+        return self.scaling.filter("is_best")["run_id"].to_list() if "is_best" in self.scaling.columns else []
+
+
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
     return df.filter(pl.col("run_id").is_in(runs))
 

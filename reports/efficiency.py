@@ -15,7 +15,7 @@ from scaletrace.pipeline.store.db import Database
 from scaletrace.queries.analysis.efficiency import (ALL_OPS, FAMILIES, HOST_BOUND_PCT, IDLE_PARTS, best_runs,
                                                     efficiency_per_run, idle_per_step)
 from scaletrace.reports.chartkit import gpus
-from scaletrace.reports.words import duration, figure, listing, number, present
+from scaletrace.reports.words import duration, figure, listing, number, present, share
 
 
 def _pct(x) -> str:
@@ -35,6 +35,26 @@ def idle_sentences(idle: pl.DataFrame) -> list[str]:
         out.append(f"{sweep}: waiting for the host to launch work (CPU-bound) is {', '.join(said)}; "
                    "means over ranks and profiled steps.")
     return out
+
+
+MAX_NAMED = 6  # runs named in the idle chart's "not shown" note (then "and N more")
+
+
+def _named(words: list[str]) -> str:
+    return listing(words[:MAX_NAMED] + ([f"{len(words) - MAX_NAMED} more"] if len(words) > MAX_NAMED else []))
+
+
+def no_idle_note(runs: pl.DataFrame, best: list[str]) -> str:
+    """The idle chart's "not shown" note where the fastest runs ``best`` have no idle to draw, in the
+    runs table's numbers (``runs``: its rows, idle_pct): "No idle time" only where each of them shows
+    0 there, naming them; otherwise the table's idle of those that have some."""
+    rows = runs.filter(pl.col("run_id").is_in(best))
+    idle = rows.filter(pl.col("idle_pct").is_not_null() & ~pl.col("idle_pct").is_nan() & (pl.col("idle_pct") > 0))
+    if idle.is_empty():
+        return (f"No idle time in the fastest runs' profiled steps: the runs table's idle % of step is 0 for "
+                f"{_named(rows['run_id'].to_list())} (their device window, gaps between steps included).")
+    said = [f"{share(r['idle_pct'])} of the step in {r['run_id']}" for r in idle.iter_rows(named=True)]
+    return f"No idle breakdown (query idle_breakdown) for the fastest runs, whose idle in the runs table is {_named(said)}."
 
 
 def _stated(rows: dict, series: str) -> bool:
@@ -103,4 +123,5 @@ def compute_hook(db: Database, workload: str | None = None, best: pl.DataFrame |
 
 
 __all__ = ["ALL_OPS", "FAMILIES", "HOST_BOUND_PCT", "IDLE_PARTS", "best_runs", "compute_hook", "compute_sentences",
+           "no_idle_note",
            "efficiency_per_run", "idle_hook", "idle_per_step", "idle_sentences"]
