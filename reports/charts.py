@@ -64,7 +64,7 @@ def of_best(note: str) -> Callable[[object], str]:
 def idle_missing(data) -> str:
     """The idle chart's note: NO_BEST, or what the runs table says of the fastest runs' idle."""
     best = data.best_runs()
-    return no_idle_note(data.runs, best) if best else NO_BEST
+    return no_idle_note(data.runs, best, data.breakdown) if best else NO_BEST
 
 
 def missing_note(spec: "ChartSpec", data) -> str:

@@ -313,6 +313,10 @@ def assert_notes_agree_with_the_table(data, notes: list[str]) -> None:
             assert all(holds(r) for r in rows), (note, [(r["run_id"], r["idle_pct"]) for r in rows])
             named = [run for run in table if re.search(rf"(?<![\w.-]){re.escape(run)}(?![\w.-])", note)]
             assert all(holds(table[run]) and (scope == "all" or run in best) for run in named), (note, named)
+        if "No idle time" in note:  # of the device window; the step-time chart's idle outside it is said
+            for r in data.breakdown.filter(pl.col("run_id").is_in(best)).iter_rows(named=True):
+                if r["step_time_ns"] and r["idle_of_step_ns"] >= 0.01 * r["step_time_ns"]:
+                    assert f"{r['run_id']}'s" in note and "step-time chart" in note, (note, r["run_id"])
 
 
 @pytest.fixture(scope="module")
@@ -344,7 +348,20 @@ def idle_free_db(tmp_path_factory):
     return db
 
 
-@pytest.mark.parametrize("which", ["known", "demo", "unswept", "idle_free", "misfit"])
+@pytest.fixture(scope="module")
+def long_step_db(tmp_path_factory):
+    """One profiled step of 1,000 µs whose device work (300 µs of compute, the all_reduce 50 µs past it)
+    spans 350 µs: no idle in its device window (the runs table's 0 %), 650 µs of the step outside it (the
+    step-time chart's idle)."""
+    root = tmp_path_factory.mktemp("long-step")
+    write_run(root, SynthRun("long-2", ranks=2, steps=1, step_us=1000, compute_us=300, overlap_us=50,
+                             transfer_us=100, workload="y", tokens_per_step=TOKENS))
+    db = root / "y.duckdb"
+    assert not ingest([root], db=db, workers=1).errors
+    return db
+
+
+@pytest.mark.parametrize("which", ["known", "demo", "unswept", "idle_free", "long_step", "misfit"])
 def test_every_note_says_what_the_table_beside_it_shows(which, request, tmp_path):
     db = request.getfixturevalue(f"{which}_db")
     with connect(db) as database:
@@ -361,3 +378,11 @@ def test_every_note_says_what_the_table_beside_it_shows(which, request, tmp_path
         assert _fastest(data) == ["busy-2"] and idle["busy-2"] == 0 and idle["slow-2"] >= 20
         (note,) = [n for n in result.omitted if n.startswith("Why the GPUs sit idle: ")]
         assert "No idle time" in note and "busy-2" in note and "slow-2" not in note
+    if which == "long_step":
+        (row,) = data.breakdown.to_dicts()
+        assert idle["long-2"] == 0 and row["idle_of_step_ns"] == pytest.approx((1000 - 350) * 1e3)
+        (note,) = [n for n in result.omitted if n.startswith("Why the GPUs sit idle: ")]
+        assert "the rest of the step outside that window, is 650 µs of long-2's 1 ms step" in note
+        # and its own sentence ("Run by run") says never idle of the window, not of the step
+        (said,) = data.run_sentences.filter(pl.col("about") == "idle")["sentence"].to_list()
+        assert said == "The GPUs were never idle in the device window of the profiled steps."
