@@ -40,13 +40,18 @@ def fit_table(sweeps: list[Sweep], skipped: list[Skipped | str]) -> pl.DataFrame
     words; a sweep the model cannot be fitted to: Skipped's)."""
     rows = [{"sweep": sw.label, "gpu_counts": ", ".join(str(p.n) for p in sw.points), "points": len(sw.points),
              "loo_error_pct": sw.band_pct,
-             "loo_by_gpus": "; ".join(f"{gpus(n)}: {'+' if e >= 0 else '−'}{abs(e):.1f} %"
-                                     for n, e in sorted(sw.loo_error_pct.items())),
+             "loo_by_gpus": "; ".join(f"{gpus(n)}: {_signed(e)} %" for n, e in sorted(sw.loo_error_pct.items())),
              "drawn": sw.fits, "reason": sw.misfit_reason} for sw in sweeps]
     rows += [{"sweep": s.label, "gpu_counts": ", ".join(map(str, s.sizes)), "points": len(s.sizes),
               "loo_error_pct": None, "loo_by_gpus": None, "drawn": False, "reason": _skipped_reason(s)}
              for s in skipped if isinstance(s, Skipped) and not s.no_workload]
     return pl.DataFrame(rows, schema=FIT_SCHEMA)
+
+
+def _signed(pct: float) -> str:
+    """'+67.0', '−84.4', '0.0' (no sign on what rounds to zero)."""
+    text = f"{abs(pct):.1f}"
+    return text if float(text) == 0 else ("+" if pct > 0 else "−") + text
 
 
 FIT_SCHEMA = {"sweep": pl.String, "gpu_counts": pl.String, "points": pl.Int64, "loo_error_pct": pl.Float64,

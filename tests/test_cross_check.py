@@ -244,7 +244,7 @@ def test_a_failed_fit_is_a_table_row_and_no_line(misfit_db, tmp_path):
     assert bad["reason"] == (f"leave-one-out error {bad['loo_error_pct']:.1f} % > {UNRELIABLE_PCT} %: the model "
                              "does not explain these runs")
     for n, pct in loo.items():
-        (said,) = re.findall(rf"(?:^|; ){n} GPUs: ([+−][\d.]+) %", bad["loo_by_gpus"])
+        (said,) = re.findall(rf"(?:^|; ){n} GPUs: ([+−]?[\d.]+) %", bad["loo_by_gpus"])
         assert float(said.replace("−", "-")) == pytest.approx(pct, abs=1), (n, bad["loo_by_gpus"])
     # the model's own form fits: drawn
     assert good["drawn"] and good["reason"] is None and good["loo_error_pct"] < 1
