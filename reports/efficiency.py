@@ -72,7 +72,8 @@ def no_idle_note(runs: pl.DataFrame, best: list[str], breakdown: pl.DataFrame | 
                 + (f"; the step-time chart's idle, the rest of the step outside that window, is {_named(outside)}"
                    if outside else "") + ".")
     said = [f"{share(r['idle_pct'])} of the step in {r['run_id']}" for r in idle.iter_rows(named=True)]
-    return f"No idle breakdown (query idle_breakdown) for the fastest runs, whose idle in the runs table is {_named(said)}."
+    return ("No idle breakdown (query idle_breakdown) for the fastest runs, whose idle in the runs table is "
+            f"{_named(said)}.")
 
 
 def _stated(rows: dict, series: str) -> bool:

@@ -44,8 +44,10 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child, td:nth-child(2) { text-align: left; white-space: nowrap; }
 .chart { margin: 1.5em 0 2.5em; } .caption { color: #444; max-width: 60em; }
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
-.warn { color: #a00; } td.misfit { color: #8a5a00; text-align: left; white-space: normal; } table.projection th:last-child, table.projection td:last-child { text-align: left; } td.sliver { text-align: left; color: #8a5a00; font-style: italic; white-space: normal; }
+.warn { color: #a00; } td.sliver { text-align: left; color: #8a5a00; font-style: italic; white-space: normal; }
 div.run h3 { margin: 1em 0 0.2em; font-size: 1em; } div.run ul { margin-top: 0.2em; font-size: 0.92em; }
+td.misfit { color: #8a5a00; white-space: normal; }
+table.projection th:last-child, table.projection td:last-child { text-align: left; }
 h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
 """
 
