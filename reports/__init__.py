@@ -23,7 +23,7 @@ from scaletrace.reports.card import card_from_db, card_lines
 from scaletrace.reports.chartkit import gpus, layout_colours
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
-from scaletrace.reports.html import render
+from scaletrace.reports.html import projection_table, render
 
 
 @dataclass
@@ -54,7 +54,7 @@ def _build(spec, data: report_data.ReportData, drawn: list, notes: list[str]) ->
     """One chart of CHARTS into ``drawn``, or its note into ``notes``."""
     df = spec.select(getattr(data, spec.source))
     if df.is_empty():
-        notes.append(f"{spec.title}: {spec.missing}")
+        notes.append(f"{spec.title}: {chart_defs.missing_note(spec, data)}")
         return
     if spec.key in chart_defs.VS_GPUS and "world_size" in df.columns and df["world_size"].n_unique() < 2:
         notes.append(f"{spec.title}: all its data is at one GPU count ({gpus(df['world_size'][0])}); "
@@ -89,7 +89,8 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     created = _make_dirs(out.parent)
     text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
                   sections=_sections(drawn, data), run_sentences=data.run_sentences, card=data.card,
-                  kernels=data.top_kernels, svgs=static_svgs(drawn))
+                  kernels=data.top_kernels, svgs=static_svgs(drawn),
+                  tables={"projection": projection_table(data.projection_fits)})
     out.write_text(text, encoding="utf-8")
     images = []
     for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):

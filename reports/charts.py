@@ -25,7 +25,9 @@ from scaletrace.reports.charts_card import build_marginal_returns
 from scaletrace.reports.charts_critical_path import chart_spec
 from scaletrace.reports.charts_headroom import build_overlap_headroom
 from scaletrace.reports.charts_projection import build_projection
+from scaletrace.queries.analysis.projection import UNRELIABLE_PCT
 from scaletrace.reports.device_share import SLIVER_PCT
+from scaletrace.reports.efficiency import no_idle_note
 from scaletrace.reports.charts_step import build_bandwidth, build_rank_wait, build_step_breakdown, build_step_time
 
 
@@ -34,7 +36,9 @@ class ChartSpec:
     key: str
     title: str
     caption: str
-    missing: str  # shown instead of the chart when its data is absent
+    # shown instead of the chart when its data is absent: a text, or one chosen from the report's data
+    # (ReportData -> str) where it states what the runs table shows
+    missing: str | Callable[[object], str]
     source: str  # ReportData attribute
     select: Callable[[pl.DataFrame], pl.DataFrame]
     build: Callable[[pl.DataFrame], alt.TopLevelMixin]
@@ -47,6 +51,26 @@ def _has(col: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
 
 NO_SWEEP = ("No throughput: give runs a workload and tokens_per_step (or global_batch_size and seq_len) "
             "in run.json.")
+NO_BEST = ("No run is in a sweep with throughput, and this chart draws the fastest run of each sweep at each GPU "
+           "count: give runs a workload and tokens_per_step (or global_batch_size and seq_len) in run.json.")
+
+
+def of_best(note: str) -> Callable[[object], str]:
+    """The "not shown" note of a chart of the fastest runs: ``note`` (what those runs lack) where there
+    are such runs, NO_BEST where there are none: a note never says what runs that do not exist lack."""
+    return lambda data: note if data.best_runs() else NO_BEST
+
+
+def idle_missing(data) -> str:
+    """The idle chart's note: NO_BEST, or what the runs table says of the fastest runs' idle."""
+    best = data.best_runs()
+    return no_idle_note(data.runs, best, data.breakdown) if best else NO_BEST
+
+
+def missing_note(spec: "ChartSpec", data) -> str:
+    """``spec``'s "not shown" note for the report's ``data``."""
+    return spec.missing(data) if callable(spec.missing) else spec.missing
+
 SLIVERS = (f" A run whose device activity spans under {SLIVER_PCT:g} % of its step (query run_device_share) "
            "has no bars: its row says how long the device was busy, since the shares would describe that "
            "sliver, not the step.")
@@ -108,20 +132,20 @@ CHARTS = [
               "For the fastest run of each sweep at each GPU count: compute, communication and exposed "
               "communication time inside one profiled step (union of the kernels' intervals), averaged over "
               "ranks and steps.",
-              "No ProfilerStep windows in the runs of a sweep with throughput.", "best_breakdown",
+              of_best("No ProfilerStep windows in the runs of a sweep with throughput."), "best_breakdown",
               _has("compute_per_step_ns"), build_comm_vs_compute),
     ChartSpec("exposed_comm", "Exposed communication by process group",
               "For the fastest run of each sweep at each GPU count: per process group and collective, the "
               "exposed time of its kernels on a rank ÷ that rank's span, averaged over ranks. Concurrent "
               "collectives each count, so a run's groups can sum to more than its exposed comm % of step. "
               "The line that climbs with GPUs is the parallel dimension that stops scaling.",
-              "No communication kernels in the runs of a sweep with throughput.", "exposed_by_group",
+              of_best("No communication kernels in the runs of a sweep with throughput."), "exposed_by_group",
               _has("group_exposed_comm_pct"), build_exposed_comm),
     ChartSpec("collectives", "Collectives vs GPUs",
               "For the fastest run of each sweep at each GPU count, per collective type: kernel time per "
               "step on one rank (summed over its instances in the profiled steps, averaged over ranks and "
               "steps) and, when the traces record message sizes, the median bus bandwidth over instances.",
-              "No communication kernels inside profiled steps in the runs of a sweep with throughput.",
+              of_best("No communication kernels inside profiled steps in the runs of a sweep with throughput."),
               "collectives", _has("time_per_step_ns"), build_collectives),
     ChartSpec("overlap_headroom", "Overlap headroom by process group",
               "For the fastest run of each sweep at each GPU count, per process group: the compute left to run "
@@ -134,7 +158,7 @@ CHARTS = [
               "(compute a + b/N, α–β ring transfer per collective, waiting carried as measured), for the sweep's "
               "fastest layout where the projection fits it. Subtitle: the first GPU count where a group's "
               "headroom is below 1.",
-              "No collectives inside profiled steps in the fastest runs of a sweep (with a workload).",
+              of_best("No collectives inside profiled steps in the fastest runs of a sweep (with a workload)."),
               "headroom", _has("headroom_ratio"), build_overlap_headroom),
     ChartSpec("layouts", "Parallel layouts",
               "Runs of one workload at the same GPU count (rows: dp-tp-pp-cp and the strategy label), coloured "
@@ -196,8 +220,7 @@ CHARTS = [
               "waiting on a dependency (it was queued before the gap: a stream or event wait, a peer, a "
               "synchronize), and other (no launching call in the trace). On CPU-only traces every gap is host "
               "time: the threads were outside any recorded op.",
-              "No idle time in the fastest runs' profiled steps (their device window, gaps between steps "
-              "included, as the runs table's idle %).", "idle_parts",
+              idle_missing, "idle_parts",
               lambda df: df.filter(pl.col("idle_ns") > 0) if "idle_ns" in df.columns else df.clear(),
               build_idle_breakdown, WHY),
     ChartSpec("compute_efficiency", "Compute efficiency vs GPUs",
@@ -207,9 +230,9 @@ CHARTS = [
               "family (query op_efficiency) and over all of them, FLOPs-weighted (compute_efficiency); labels "
               "give TFLOP/s. Falling bars as GPUs are added: the same kernels do less per FLOP on smaller "
               "per-GPU work. Covers these ops' kernels only, not the step (that is MFU).",
-              "No FLOP-counted ops: needs GPU traces taken with record_shapes (scaletrace's collector turns it "
-              "on; torch.profiler's record_shapes=True otherwise) of GEMM, attention or convolution ops, on a "
-              "device whose peak for their dtype is known.", "compute_parts", _has("pct_of_peak"),
+              of_best("No FLOP-counted ops: needs GPU traces taken with record_shapes (scaletrace's collector "
+                      "turns it on; torch.profiler's record_shapes=True otherwise) of GEMM, attention or convolution "
+                      "ops, on a device whose peak for their dtype is known."), "compute_parts", _has("pct_of_peak"),
               build_compute_efficiency, WHY),
     # "Projection" (reports/charts_projection.py, model queries/analysis/projection.py, `scaletrace project`)
     ChartSpec("projection", "Projection",
@@ -217,9 +240,11 @@ CHARTS = [
               "database): measured tokens/s (points), the model's prediction to 4× the largest measured count "
               "(line; compute a + b/N or constant, α–β ring communication inside and across nodes, overlap "
               "capacity and waiting from the traces), shaded by the largest leave-one-out error, and ideal "
-              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. A sweep "
-              "whose leave-one-out error exceeds 50 % keeps its measured points only: the model does not fit its "
-              "runs, so no line or band is drawn and the subtitle says so. `scaletrace project` prints the numbers.",
+              "linear scaling from the baseline (dashed); the dotted rule marks the largest measured count. The table "
+              "below gives each sweep's measured GPU counts and leave-one-out errors; a sweep whose largest "
+              f"leave-one-out error exceeds {UNRELIABLE_PCT} % keeps its measured points only: the model does not "
+              "explain its runs, so no line or band is drawn and its row says why. `scaletrace project` prints the "
+              "numbers.",
               "No sweep with three measured GPU counts (with a workload, tokens_per_step and ProfilerSteps): "
               "the projection is not identifiable.", "projection", _has("predicted_tps"), build_projection),
 ]
@@ -231,4 +256,4 @@ CHARTS.append(chart_spec())  # the critical path by GPU count (reports/charts_cr
 VS_GPUS = frozenset({"marginal_returns", "throughput", "throughput_per_gpu", "efficiency", "mfu", "energy",
                      "comm_vs_compute", "collectives", "exposed_comm", "projection", "overlap_headroom"})
 
-__all__ = ["CHARTS", "ChartSpec", "VS_GPUS"]
+__all__ = ["CHARTS", "NO_BEST", "ChartSpec", "VS_GPUS", "missing_note", "of_best"]

@@ -69,7 +69,7 @@ def build_critical_path(parts: pl.DataFrame) -> alt.LayerChart:
 
 def chart_spec():
     """The chart's entry in reports/charts.py's list (built on call: that module imports this one)."""
-    from scaletrace.reports.charts import ChartSpec
+    from scaletrace.reports.charts import ChartSpec, of_best
 
     return ChartSpec(
         "critical_path", "What the critical path runs through",
@@ -78,5 +78,5 @@ def chart_spec():
         "work waited for, across threads, streams and ranks; its length is the slowest rank's step) by kind, "
         "as % of the path summed over steps. Compute kernels at small scale giving way to transfer, waiting in "
         "a collective and a late rank's host as GPUs are added is where the sweep's returns diminish.",
-        "No critical path: needs GPU traces with ProfilerStep annotations.", "critical_path",
+        of_best("No critical path: needs GPU traces with ProfilerStep annotations."), "critical_path",
         lambda df: df, build_critical_path)

@@ -9,8 +9,8 @@ import polars as pl
 
 from scaletrace.pipeline.store.db import Database
 from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
-from scaletrace.queries.analysis.projection import MIN_SIZES, NO_WORKLOAD, UNRELIABLE_PCT, ProjectionError
-from scaletrace.queries.analysis.projection_sweeps import Skipped, curve, fit_sweeps, knee
+from scaletrace.queries.analysis.projection import MIN_SIZES, NO_WORKLOAD, ProjectionError
+from scaletrace.queries.analysis.projection_sweeps import Skipped, Sweep, curve, fit_sweeps, knee
 from scaletrace.reports.words import count, listing
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
@@ -33,20 +33,50 @@ def projection_data(db: Database, fitted: tuple | None = None) -> tuple[pl.DataF
     return (curve(sweeps, FACTOR) if sweeps else pl.DataFrame()), skipped
 
 
+def fit_table(sweeps: list[Sweep], skipped: list[Skipped | str]) -> pl.DataFrame:
+    """The table under the projection chart: one row per sweep and layout family with a workload, in
+    FIT_SCHEMA: its measured GPU counts, the leave-one-out error of each and the largest (the band),
+    and whether its line is drawn, else why not (Sweep.misfit_reason: the subtitle's and the findings'
+    words; a sweep the model cannot be fitted to: Skipped's)."""
+    rows = [{"sweep": sw.label, "gpu_counts": ", ".join(str(p.n) for p in sw.points), "points": len(sw.points),
+             "loo_error_pct": sw.band_pct,
+             "loo_by_gpus": "; ".join(f"{gpus(n)}: {_signed(e)} %" for n, e in sorted(sw.loo_error_pct.items())),
+             "drawn": sw.fits, "reason": sw.misfit_reason} for sw in sweeps]
+    rows += [{"sweep": s.label, "gpu_counts": ", ".join(map(str, s.sizes)), "points": len(s.sizes),
+              "loo_error_pct": None, "loo_by_gpus": None, "drawn": False, "reason": _skipped_reason(s)}
+             for s in skipped if isinstance(s, Skipped) and not s.no_workload]
+    return pl.DataFrame(rows, schema=FIT_SCHEMA)
+
+
+def _signed(pct: float) -> str:
+    """'+67.0', '−84.4', '0.0' (no sign on what rounds to zero)."""
+    text = f"{abs(pct):.1f}"
+    return text if float(text) == 0 else ("+" if pct > 0 else "−") + text
+
+
+FIT_SCHEMA = {"sweep": pl.String, "gpu_counts": pl.String, "points": pl.Int64, "loo_error_pct": pl.Float64,
+              "loo_by_gpus": pl.String, "drawn": pl.Boolean, "reason": pl.String}
+
+
+def _skipped_reason(s: Skipped) -> str:
+    if s.reason == "tokens":
+        return "no tokens_per_step (or global_batch_size and seq_len) in run.json: throughput cannot be projected"
+    return (f"{count(len(s.sizes), 'measured GPU count')}: the model needs at least {MIN_SIZES} "
+            "(not identifiable)")
+
+
 def misfit_words(df: pl.DataFrame) -> list[str]:
-    """Why each sweep whose model does not fit its own runs is not drawn, one line each."""
+    """Why each sweep whose model does not fit its own runs is not drawn, one line each (its reason)."""
     if df.is_empty() or "fits" not in df.columns:
         return []
-    rows = df.filter(~pl.col("fits")).group_by("sweep", maintain_order=True).agg(pl.col("band_pct").first())
+    rows = df.filter(~pl.col("fits")).group_by("sweep", maintain_order=True).agg(pl.col("reason").first())
     return [line for r in rows.iter_rows(named=True)
-            for line in (f"{r['sweep']}: not drawn:",
-                         f"  leave-one-out error {r['band_pct']:.0f} % (over {UNRELIABLE_PCT} %): the model does not "
-                         "fit the measured runs")]
+            for line in (f"{r['sweep']}: not drawn:", f"  {r['reason']}")]
 
 
 def build_projection(df: pl.DataFrame) -> alt.LayerChart:
     """df: projection_data's curve (one row per sweep × GPU count).  A sweep whose leave-one-out error
-    exceeds UNRELIABLE_PCT keeps its measured points; its line and band are not drawn and the subtitle
+    exceeds UNRELIABLE_PCT (Sweep.fits) keeps its measured points; its line and band are not drawn and the subtitle
     says why, in words."""
     x = gpus_axis(df)
     y_scale = alt.Scale(type="log")
@@ -118,10 +148,9 @@ def projection_sentences(df: pl.DataFrame, skipped: list[Skipped | str]) -> list
         k = knee(part)
         basis = (f"(model fitted on {part['measured_tps'].is_not_null().sum()} measured GPU counts; "
                  f"leave-one-out error up to {band:.1f} %)")
-        if band > UNRELIABLE_PCT:
-            out.append(f"{sweep}: the projection does not fit these runs (leave-one-out error up to {band:.0f} %, "
-                       f"over {UNRELIABLE_PCT} %): it is not drawn and no knee is claimed; `scaletrace project` marks "
-                       "its rows \"not a prediction\".")
+        if not part["fits"][0]:
+            out.append(f"{sweep}: not projected: {part['reason'][0]}; no line is drawn and no knee is claimed "
+                       "(the projection chart's table; `scaletrace project` marks its rows \"not a prediction\").")
         elif k is None:
             out.append(f"{sweep}: no knee predicted up to {gpus(FACTOR * top)} ({FACTOR}× the largest measured "
                        f"count): each added GPU keeps yielding at least half its ideal throughput {basis}.")

@@ -57,6 +57,9 @@ class ReportData:
     # "Projection" (reports/charts_projection.py): the model's curve per sweep, and its sentences
     projection: pl.DataFrame = field(default_factory=pl.DataFrame)
     projection_notes: list[str] = field(default_factory=list)
+    # its table (charts_projection.fit_table): per sweep and layout family, the leave-one-out error and
+    # whether its line is drawn, else why not
+    projection_fits: pl.DataFrame = field(default_factory=pl.DataFrame)
     # "Run by run": every selected run's own sentences (reports/run_explain.py: run_id, about, sentence)
     run_sentences: pl.DataFrame = field(default_factory=pl.DataFrame)
     # the decision card (reports/card.py) and its every-run points (the marginal-returns chart)
@@ -73,6 +76,12 @@ class ReportData:
     # are in `breakdown` (p50_ns, p95_ns); gpus_per_node per run (run_topology): the node boundary
     topology: pl.DataFrame = field(default_factory=pl.DataFrame)
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)  # reports/charts_critical_path.path_parts
+
+
+    def best_runs(self) -> list[str]:
+        """The fastest selected run of each sweep at each GPU count: the runs the charts of "the fastest
+        runs" draw, and the only runs their "not shown" notes may speak of."""
+        return self.scaling.filter("is_best")["run_id"].to_list() if "is_best" in self.scaling.columns else []
 
 
 def _filter(df: pl.DataFrame, runs: list[str]) -> pl.DataFrame:
@@ -182,13 +191,13 @@ def _why(db: Database, wanted: list[str], best: pl.DataFrame, tables) -> dict:
 def _projection(db: Database, best: pl.DataFrame) -> dict:
     """The projection's curve and sentences (every sweep in the database: the model needs all its runs),
     and the overlap headroom of ``best`` (measured, and projected by the same fitted sweeps)."""
-    from scaletrace.reports.charts_projection import fitted_sweeps, projection_data, projection_sentences
+    from scaletrace.reports.charts_projection import fit_table, fitted_sweeps, projection_data, projection_sentences
     from scaletrace.queries.analysis.headroom import headroom_table
 
     sweeps, skipped = fitted_sweeps(db)
     curve, skipped = projection_data(db, (sweeps, skipped))
     return {"projection": curve, "projection_notes": projection_sentences(curve, skipped),
-            "headroom": headroom_table(db, best, sweeps)}
+            "projection_fits": fit_table(sweeps, skipped), "headroom": headroom_table(db, best, sweeps)}
 
 
 def _with_layout(df: pl.DataFrame, layout_of: pl.DataFrame) -> pl.DataFrame:

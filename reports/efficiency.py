@@ -15,7 +15,7 @@ from scaletrace.pipeline.store.db import Database
 from scaletrace.queries.analysis.efficiency import (ALL_OPS, FAMILIES, HOST_BOUND_PCT, IDLE_PARTS, best_runs,
                                                     efficiency_per_run, idle_per_step)
 from scaletrace.reports.chartkit import gpus
-from scaletrace.reports.words import duration, figure, listing, number, present
+from scaletrace.reports.words import duration, figure, listing, number, present, share
 
 
 def _pct(x) -> str:
@@ -35,6 +35,45 @@ def idle_sentences(idle: pl.DataFrame) -> list[str]:
         out.append(f"{sweep}: waiting for the host to launch work (CPU-bound) is {', '.join(said)}; "
                    "means over ranks and profiled steps.")
     return out
+
+
+MAX_NAMED = 6  # runs named in the idle chart's "not shown" note (then "and N more")
+STEP_IDLE_MIN_PCT = 1.0  # the step-time chart's idle (the step outside the device window) said from this share
+
+
+def _named(words: list[str]) -> str:
+    return listing(words[:MAX_NAMED] + ([f"{len(words) - MAX_NAMED} more"] if len(words) > MAX_NAMED else []))
+
+
+def _outside_window(rows: pl.DataFrame, breakdown: pl.DataFrame) -> list[str]:
+    """Of ``rows``' runs, the step-time chart's idle (run_breakdown.idle_of_step_ns: the step outside
+    the profiled steps' device window) where it is at least STEP_IDLE_MIN_PCT % of the step."""
+    if breakdown is None or breakdown.is_empty():
+        return []
+    steps = breakdown.filter(pl.col("run_id").is_in(rows["run_id"].to_list())
+                             & (pl.col("idle_of_step_ns") >= STEP_IDLE_MIN_PCT / 100 * pl.col("step_time_ns")))
+    return [f"{duration(r['idle_of_step_ns'])} of {r['run_id']}'s {duration(r['step_time_ns'])} step"
+            for r in steps.iter_rows(named=True) if r["step_time_ns"]]
+
+
+def no_idle_note(runs: pl.DataFrame, best: list[str], breakdown: pl.DataFrame | None = None) -> str:
+    """The idle chart's "not shown" note where the fastest runs ``best`` have no idle to draw, in the
+    runs table's numbers (``runs``: its rows, idle_pct of the profiled steps' device window): "No idle
+    time" in that window only where each of them shows 0 there, naming them, and the step outside
+    that window where the step-time chart shows it as idle (``breakdown``: its rows, run_breakdown);
+    otherwise the table's idle of those that have some."""
+    rows = runs.filter(pl.col("run_id").is_in(best))
+    idle = rows.filter(pl.col("idle_pct").is_not_null() & ~pl.col("idle_pct").is_nan() & (pl.col("idle_pct") > 0))
+    if idle.is_empty():
+        outside = _outside_window(rows, breakdown)
+        return (f"No idle time in the device window of the fastest runs' profiled steps (from the first device "
+                f"event they launched to the last one's end, gaps between steps included): the runs table's idle % "
+                f"of step is 0 for {_named(rows['run_id'].to_list())}"
+                + (f"; the step-time chart's idle, the rest of the step outside that window, is {_named(outside)}"
+                   if outside else "") + ".")
+    said = [f"{share(r['idle_pct'])} of the step in {r['run_id']}" for r in idle.iter_rows(named=True)]
+    return ("No idle breakdown (query idle_breakdown) for the fastest runs, whose idle in the runs table is "
+            f"{_named(said)}.")
 
 
 def _stated(rows: dict, series: str) -> bool:
@@ -103,4 +142,5 @@ def compute_hook(db: Database, workload: str | None = None, best: pl.DataFrame |
 
 
 __all__ = ["ALL_OPS", "FAMILIES", "HOST_BOUND_PCT", "IDLE_PARTS", "best_runs", "compute_hook", "compute_sentences",
+           "no_idle_note",
            "efficiency_per_run", "idle_hook", "idle_per_step", "idle_sentences"]

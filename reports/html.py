@@ -46,6 +46,8 @@ th:first-child, td:first-child, td:nth-child(2) { text-align: left; white-space:
 .note { color: #8a5a00; } li { margin: 0.3em 0; }
 .warn { color: #a00; } td.sliver { text-align: left; color: #8a5a00; font-style: italic; white-space: normal; }
 div.run h3 { margin: 1em 0 0.2em; font-size: 1em; } div.run ul { margin-top: 0.2em; font-size: 0.92em; }
+td.misfit { color: #8a5a00; white-space: normal; }
+table.projection th:last-child, table.projection td:last-child { text-align: left; }
 h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } .legend { color: #555; font-size: 0.85em; max-width: 60em; }
 """
 
@@ -185,6 +187,27 @@ def kernels_table(kernels: pl.DataFrame) -> str:
             f'<p class="legend">{html.escape(KERNELS_LEGEND)}</p>')
 
 
+PROJECTION_HEADERS = ("sweep (layout family)", "measured GPU counts", "leave-one-out error (largest)",
+                      "leave-one-out error per GPU count", "projection")
+
+
+def projection_table(fits: pl.DataFrame) -> str:
+    """The projection chart's table (reports/charts_projection.py fit_table): a row per sweep and layout
+    family, its line drawn or, in words, why not; a failed fit is a row here, never a line."""
+    if fits is None or fits.is_empty():
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in PROJECTION_HEADERS)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(text)}</td>" for text in (
+            r["sweep"], r["gpu_counts"] or "none with steps",
+            f"{r['loo_error_pct']:.1f} %" if r["loo_error_pct"] is not None else "–", r["loo_by_gpus"] or "–"))
+        + ("<td>line and band drawn</td>" if r["drawn"] else
+           f'<td class="misfit">not drawn: {html.escape(r["reason"])}</td>') + "</tr>"
+        for r in fits.iter_rows(named=True))
+    return (f'<div class="scroll"><table class="projection"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
+
+
 BASIS_WORDS = {"op": "from its launching op", "name": "from its name"}
 KERNELS_LEGEND = ("For the fastest run of each sweep at each GPU count (the decision card's runs): its kernels "
                   "with the most GPU time (query kernel_summary), summed over every rank and the whole trace; "
@@ -201,15 +224,16 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
            charts: list[tuple[str, str, str, dict]], notes: list[str], warnings: list[str] = (),
            sections: dict[str, tuple[str, list[str]]] | None = None,
            run_sentences: pl.DataFrame | None = None, card=None, kernels: pl.DataFrame | None = None,
-           svgs: dict[str, str] | None = None) -> str:
+           svgs: dict[str, str] | None = None, tables: dict[str, str] | None = None) -> str:
     """charts: (key, title, caption, Vega-Lite spec), numbered in order; warnings: shown above the
     findings; sections: chart key -> (heading, sentences) shown before that chart (the first of a
     report section); run_sentences: every run's own sentences, after the runs table (run_id, about,
     sentence); card: the decision card (reports/card.py), first; kernels: the top-kernels table's rows
-    (kernel_summary); svgs: chart key -> static SVG, shown inside <noscript> (JavaScript off)."""
+    (kernel_summary); svgs: chart key -> static SVG, shown inside <noscript> (JavaScript off); tables:
+    chart key -> an HTML table shown under that chart's caption."""
     from scaletrace.reports.card import card_html
 
-    sections, svgs = sections or {}, svgs or {}
+    sections, svgs, tables = sections or {}, svgs or {}, tables or {}
     items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>No findings: too little data.</li>"
     toc = [("card", "Decision")] if card is not None else []
     toc += ([("sec-warnings", "Warnings")] if warnings else []) + [("sec-findings", "Findings"), ("sec-runs", "Runs")]
@@ -225,7 +249,7 @@ def render(title: str, subtitle: str, runs: pl.DataFrame, findings: list[str],
                   "<noscript><p class=\"note\">This chart needs JavaScript.</p></noscript>")
         body.append(f'<section class="chart" id="fig-{html.escape(k)}"><h2>{html.escape(f"{n}. {t}")}</h2>'
                     f'<div class="vega" id="chart-{html.escape(k)}"></div>{static}'
-                    f'<p class="caption">{html.escape(c)}</p></section>')
+                    f'<p class="caption">{html.escape(c)}</p>{tables.get(k, "")}</section>')
     if notes:
         figures.append(("sec-notes", "Not shown", None))
     nav = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(t)}</a></li>' for a, t in toc)

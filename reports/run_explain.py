@@ -163,8 +163,9 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
     if not duration(idle["idle_ns"].mean()):
         return None
     if not total:
+        # of the window, not the step: a step longer than its device work has idle outside it
         return _sentence(f"{lanes} {'were' if lanes != 'the GPU' else 'was'} never idle "
-                         f"{'in the profiled steps' if stepped else 'in the traced window'}")
+                         f"{'in the device window of the profiled steps' if stepped else 'in the traced window'}")
     words = dict(IDLE_WORDS, host_wait_ns=CPU_HOST_WORDS) if cpu_only else IDLE_WORDS
     parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0 and share(100 * idle[c].sum() / total)),
                    key=lambda p: -p[0])

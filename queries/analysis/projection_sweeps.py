@@ -46,9 +46,17 @@ class Sweep:
         return bool(self.band_pct <= UNRELIABLE_PCT)
 
     @property
+    def misfit_reason(self) -> str | None:
+        """Why the sweep is not projected (None when it fits): the one wording of the report's projection
+        table, the chart's subtitle, the findings and `project`'s notes."""
+        if self.fits:
+            return None
+        return (f"leave-one-out error {self.band_pct:.1f} % > {UNRELIABLE_PCT} %: the model does not explain "
+                "these runs")
+
+    @property
     def misfit_note(self) -> str:
-        return (f"not a prediction: leave-one-out error up to {self.band_pct:.0f} %, over {UNRELIABLE_PCT} % "
-                "(the model does not fit the measured runs)")
+        return f"not a prediction: {self.misfit_reason}"
 
     @property
     def base(self) -> Point:
@@ -228,8 +236,10 @@ def curve(sweeps: list[Sweep], factor: int = 4) -> pl.DataFrame:
                          "band_hi_tps": r["tokens_per_s"] / max(1 - sw.band_pct / 100, 0.05),
                          "ideal_tps": base_tps * n / sw.base.n,
                          "measured_tps": m.tokens_per_step / (m.step_ns / 1e9) if m else None,
-                         "band_pct": sw.band_pct, "max_measured": sw.points[-1].n, "fits": sw.fits})
-    return pl.DataFrame(rows, schema_overrides={"measured_tps": pl.Float64}) if rows else pl.DataFrame()
+                         "band_pct": sw.band_pct, "max_measured": sw.points[-1].n, "fits": sw.fits,
+                         "reason": sw.misfit_reason})
+    return (pl.DataFrame(rows, schema_overrides={"measured_tps": pl.Float64, "reason": pl.String}) if rows
+            else pl.DataFrame())
 
 
 def knee(points: pl.DataFrame) -> int | None:
