@@ -16,15 +16,17 @@ At a node i reached at time t (its end, or a point inside it):
   goes on at that rank's event, at its start J.  When i arrived last, its own start is where the
   walk goes on (what lies before t − transfer is ``comm_wait``, as rank_wait counts it);
 * a host node that waited for the GPU (``waited_for``): a synchronize or a memcpy in which a device
-  event ended; a held collective op (it launched a collective and returned after it ended); any
-  other runtime call that lasted at least BLOCKED_CALL_NS and returned at most WAIT_SLACK_NS after
-  a device event ended (a launch that could not be issued while the launch queue was full, an
-  implicitly synchronizing call): the node's time after that end is ``cpu_op`` and the walk goes
-  on at that device event, at its end;
+  event ended; any other runtime call that lasted at least BLOCKED_CALL_NS and returned at most
+  WAIT_SLACK_NS after a device event ended (a launch that could not be issued while the launch
+  queue was full, an implicitly synchronizing call); a collective op that returned at most
+  WAIT_SLACK_NS after the end of the collective it launched, which ran at least BLOCKED_CALL_NS
+  inside it (a blocking collective).  The node's time after that end is ``cpu_op`` and the walk
+  goes on at that device event, at its end;
 * anything else: its own time [start, t) is the node's kind (``compute_kernel``, ``memory``, or
   ``cpu_op`` for a runtime call), and then of its predecessors (the previous node on its lane;
   the launching call and the event a CUDA sync event says it waited for, for a device event; the
-  held op the thread resumed after, for a runtime call; the inferred wait, see WAIT_SLACK_NS) the
+  collective op that waited and that the thread resumed after, for a runtime call; the inferred
+  wait, see WAIT_SLACK_NS) the
   one ready last is taken, ties to the lane: the time
   between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
   not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
@@ -51,9 +53,10 @@ RELATION = "critical_path_segments"  # the walk's result, registered on the conn
 KINDS = ("cpu_op", "launch_delay", "compute_kernel", "comm_transfer", "comm_wait", "memory", "host_gap")
 DEVICE_KIND = {"compute": "compute_kernel", "other": "compute_kernel", "memory": "memory"}
 WAIT_SLACK_NS = 20_000  # an inferred wait: the other lane's node ended at most this long before the start
-# A runtime call at least this long that returned within WAIT_SLACK_NS after a device event ended was
-# held by it (a launch call usually takes a few µs; on the real traces every call this long that returned
-# so soon after a device event's end is a launch or memset waiting for a free launch-queue slot)
+# A runtime call or collective op at least this long that returned within WAIT_SLACK_NS after a device
+# event ended waited for it.  A launch takes a few µs; on the real traces the launches this long that
+# returned so soon after a device event's end (692 on hta-ns-resolution, GPU-bound: a full launch queue)
+# returned a median 5.5 µs, at most 18 µs after it, as the synchronize calls do (6-15 µs)
 BLOCKED_CALL_NS = 50_000
 HOST = "(host)"  # the name of a host gap no op accounts for
 COLUMNS = (("run_id", pa.string()), ("step", pa.int64()), ("seq", pa.int64()), ("trace_id", pa.int64()),
@@ -72,21 +75,22 @@ class _Graph:
         assert self.idx == list(range(self.n)), "critical_path_graph numbers its nodes 0, 1, ... in order"
         # each (trace, lane) is a contiguous idx range ordered by start: for the step's last host call
         self.lanes: dict = {}
-        self.held: dict = {}  # (trace, lane) -> its held ops (blocking collective ops)
+        self.ops: dict = {}  # (trace, lane) -> its collective ops
         for i, key in enumerate(zip(self.trace_id, self.lane)):
             first, _ = self.lanes.get(key, (i, i))
             self.lanes[key] = (first, i + 1)
-            if self.kind[i] == "held":
-                self.held.setdefault(key, []).append(i)
+            if self.kind[i] == "collective_op":
+                self.ops.setdefault(key, []).append(i)
         self.clock = dict(zip(self.trace_id, self.clock_ns))  # per trace, the same for all its nodes
 
     def last_on_lane_before(self, trace_id: int, lane: str, t: int) -> int:
         """The host node on the lane that was ready last at t: of the last node that starts before t
-        and the held op that ended last at or before t, the later (-1: neither)."""
+        and the collective op that waited and ended last at or before t, the later (-1: neither)."""
         first, end = self.lanes.get((trace_id, lane), (0, 0))
         k = bisect.bisect_left(self.start_ns, t, first, end) - 1
         k = k if k >= first else -1
-        ended = [h for h in self.held.get((trace_id, lane), ()) if self.end_ns[h] <= t]
+        ended = [h for h in self.ops.get((trace_id, lane), ())
+                 if self.end_ns[h] <= t and waited_for(self, h) is not None]
         h = max(ended, key=lambda h: self.end_ns[h], default=-1)
         return h if h >= 0 and (k < 0 or self.end_ns[h] > min(self.end_ns[k], t)) else k
 
@@ -98,8 +102,11 @@ def waited_for(g: _Graph, i: int) -> int | None:
         return None
     if g.blocking[i]:
         return d
-    held = g.end_ns[i] - g.start_ns[i] >= BLOCKED_CALL_NS and g.end_ns[i] - g.end_ns[d] <= WAIT_SLACK_NS
-    return d if held else None
+    if g.kind[i] == "collective_op":  # tens of µs of host work of its own: held only by a long collective
+        held_ns = g.end_ns[d] - max(g.start_ns[d], g.start_ns[i])
+    else:  # a launch takes a few µs: a long one was held
+        held_ns = g.end_ns[i] - g.start_ns[i]
+    return d if held_ns >= BLOCKED_CALL_NS and 0 <= g.end_ns[i] - g.end_ns[d] <= WAIT_SLACK_NS else None
 
 
 def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infer: bool = True) -> list[tuple]:
@@ -155,7 +162,7 @@ def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infe
         if exact is not None and (ready is None or min(g.end_ns[exact], t) > ready):
             best, ready = exact, min(g.end_ns[exact], t)  # a cross-stream wait a CUDA sync event recorded
         held = g.block_idx[i] if side == "cpu" else None
-        if held is not None and (ready is None or min(g.end_ns[held], t) > ready):
+        if held is not None and waited_for(g, held) is not None and (ready is None or min(g.end_ns[held], t) > ready):
             best, ready = held, min(g.end_ns[held], t)  # the thread resumed after a blocking collective
         wait = g.wait_idx[i] if infer else None
         if wait is not None and (ready is None or g.end_ns[wait] > ready) and (
