@@ -271,6 +271,34 @@ def test_dlrm_path_runs_through_the_rank_that_arrives_last(dlrm):
     assert crossed >= 1
 
 
+def test_dlrm_path_runs_through_the_device_work_its_host_waited_for(dlrm):
+    """Where the path holds a blocking call (a synchronize, a memcpy) in which a device event of its
+    rank ended (read from the raw JSON), the call's time on the path starts at the end of the device
+    event that ended last inside it, and the segment before is that event's, on its stream."""
+    path, _, _ = dlrm
+    blocking = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpyAsync"}
+    raw = {}
+    for r in range(8):
+        events = json.loads(gzip.decompress((DLRM / f"rank{r}.json.gz").read_bytes()))["traceEvents"]
+        calls = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e.get("name") in blocking]
+        device = [e["ts"] + e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        raw[r] = calls, device
+    rows = path.rows(named=True)
+    waits = 0
+    for before, seg in zip(rows, rows[1:]):
+        if seg["kind"] != "cpu_op" or seg["name"] not in blocking:
+            continue
+        start, end = seg["start_ns"] // US, (seg["start_ns"] + seg["dur_ns"]) // US
+        calls, device = raw[seg["rank"]]
+        (call,) = [c for c in calls if c[0] <= start and end <= c[1]]
+        ended = [e for e in device if call[0] < e <= call[1]]
+        if ended:
+            waits += 1
+            assert start == max(ended) and before["lane"].startswith("stream"), (before, seg)
+            assert before["start_ns"] + before["dur_ns"] == seg["start_ns"]
+    assert waits >= 1
+
+
 # --- HTA 0.5.0's critical_path_analysis as the reference on one rank ------------------------------
 
 def _hta_trace(path: Path) -> Path:
