@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,6 +207,14 @@ def test_the_graph_reads_the_runtime_categories_of_the_vocabulary():
     sql = (Path(__file__).parents[1] / "queries" / "macros" / "critical_path_graph.sql").read_text()
     listed = sql.split("lower(c.cat) IN (", 1)[1].split(")", 1)[0]
     assert {c.strip(" '") for c in listed.split(",")} == set(RUNTIME_CATS)
+
+
+def test_the_graph_reads_the_collective_ops_of_the_vocabulary():
+    from scaletrace.pipeline.read.vocabulary import COLLECTIVE_OP_PREFIXES
+
+    sql = (Path(__file__).parents[1] / "queries" / "macros" / "critical_path_graph.sql").read_text()
+    ops = sql.split("coll_ops AS (", 1)[1].split("),", 1)[0]
+    assert set(re.findall(r"starts_with\(c\.name, '([^']+)'\)", ops)) == set(COLLECTIVE_OP_PREFIXES)
 
 
 # --- the eight real DLRM ranks -------------------------------------------------------------------
