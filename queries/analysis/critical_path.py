@@ -26,8 +26,7 @@ At a node i reached at time t (its end, or a point inside it):
   ``cpu_op`` for a runtime call), and then of its predecessors (the previous node on its lane;
   the launching call and the event a CUDA sync event says it waited for, for a device event; the
   collective op that waited and that the thread resumed after, for a runtime call; the inferred
-  wait, see WAIT_SLACK_NS) the
-  one ready last is taken, ties to the lane: the time
+  wait, see WAIT_SLACK_NS) the one ready last is taken, ties to the lane: the time
   between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
   not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
   device events, or ``host_gap`` when no op is known.  A node without predecessors leaves a
@@ -53,8 +52,9 @@ RELATION = "critical_path_segments"  # the walk's result, registered on the conn
 KINDS = ("cpu_op", "launch_delay", "compute_kernel", "comm_transfer", "comm_wait", "memory", "host_gap")
 DEVICE_KIND = {"compute": "compute_kernel", "other": "compute_kernel", "memory": "memory"}
 WAIT_SLACK_NS = 20_000  # an inferred wait: the other lane's node ended at most this long before the start
-# A runtime call or collective op at least this long that returned within WAIT_SLACK_NS after a device
-# event ended waited for it.  A launch takes a few µs; on the real traces the launches this long that
+# A runtime call at least this long (a collective op whose collective ran this long inside it) that
+# returned within WAIT_SLACK_NS after a device event ended waited for it (waited_for).  A launch takes a
+# few µs; on the real traces the launches this long that
 # returned so soon after a device event's end (692 on hta-ns-resolution, GPU-bound: a full launch queue)
 # returned a median 5.5 µs, at most 18 µs after it, as the synchronize calls do (6-15 µs)
 BLOCKED_CALL_NS = 50_000
