@@ -54,9 +54,9 @@ DEVICE_KIND = {"compute": "compute_kernel", "other": "compute_kernel", "memory":
 WAIT_SLACK_NS = 20_000  # an inferred wait: the other lane's node ended at most this long before the start
 # A runtime call at least this long (a collective op whose collective ran this long inside it) that
 # returned within WAIT_SLACK_NS after a device event ended waited for it (waited_for).  A launch takes a
-# few µs; on the real traces the launches this long that
-# returned so soon after a device event's end (692 on hta-ns-resolution, GPU-bound: a full launch queue)
-# returned a median 5.5 µs, at most 18 µs after it, as the synchronize calls do (6-15 µs)
+# few µs; on the real traces the launches this long that returned so soon after a device event's end
+# (692 on hta-ns-resolution, GPU-bound: a full launch queue) returned a median 5.5 µs, at most 18 µs
+# after it, as the synchronize calls do (6-15 µs)
 BLOCKED_CALL_NS = 50_000
 HOST = "(host)"  # the name of a host gap no op accounts for
 COLUMNS = (("run_id", pa.string()), ("step", pa.int64()), ("seq", pa.int64()), ("trace_id", pa.int64()),
