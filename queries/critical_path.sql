@@ -22,8 +22,9 @@
 --    started: start − max(the launching call's start, the previous event's end,
 --    the end of the event it waited for on another stream);
 --  * cpu_op: a runtime call, or host time between two calls before a launch
---    by a known op (named after it), or a blocking call after the device event
---    it waited for ended;
+--    by a known op (named after it), or a blocking call, a blocked call (a
+--    launch that could not be issued) or a blocking collective op after the
+--    device event it waited for ended (named after the call or op);
 --  * host_gap: host time no op accounts for (name '(host)'): before the first
 --    launch of the step, after the last, or before a rank's step began.
 -- GPU traces only (CPU-only traces have no launches to follow).

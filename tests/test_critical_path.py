@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,6 +209,14 @@ def test_the_graph_reads_the_runtime_categories_of_the_vocabulary():
     assert {c.strip(" '") for c in listed.split(",")} == set(RUNTIME_CATS)
 
 
+def test_the_graph_reads_the_collective_ops_of_the_vocabulary():
+    from scaletrace.pipeline.read.vocabulary import COLLECTIVE_OP_PREFIXES
+
+    sql = (Path(__file__).parents[1] / "queries" / "macros" / "critical_path_graph.sql").read_text()
+    ops = sql.split("coll_ops AS (", 1)[1].split("),", 1)[0]
+    assert set(re.findall(r"starts_with\(c\.name, '([^']+)'\)", ops)) == set(COLLECTIVE_OP_PREFIXES)
+
+
 # --- the eight real DLRM ranks -------------------------------------------------------------------
 
 DLRM = SHARED_TRACES / "param-dlrm-8rank"
@@ -269,6 +278,34 @@ def test_dlrm_path_runs_through_the_rank_that_arrives_last(dlrm):
             assert before["rank"] == last[k] or seg["rank"] == last[k], (k, before, seg)
             crossed += 1
     assert crossed >= 1
+
+
+def test_dlrm_path_runs_through_the_device_work_its_host_waited_for(dlrm):
+    """Where the path holds a blocking call (a synchronize, a memcpy) in which a device event of its
+    rank ended (read from the raw JSON), the call's time on the path starts at the end of the device
+    event that ended last inside it, and the segment before is that event's, on its stream."""
+    path, _, _ = dlrm
+    blocking = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpyAsync"}
+    raw = {}
+    for r in range(8):
+        events = json.loads(gzip.decompress((DLRM / f"rank{r}.json.gz").read_bytes()))["traceEvents"]
+        calls = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e.get("name") in blocking]
+        device = [e["ts"] + e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        raw[r] = calls, device
+    rows = path.rows(named=True)
+    waits = 0
+    for before, seg in zip(rows, rows[1:]):
+        if seg["kind"] != "cpu_op" or seg["name"] not in blocking:
+            continue
+        start, end = seg["start_ns"] // US, (seg["start_ns"] + seg["dur_ns"]) // US
+        calls, device = raw[seg["rank"]]
+        (call,) = [c for c in calls if c[0] <= start and end <= c[1]]
+        ended = [e for e in device if call[0] < e <= call[1]]
+        if ended:
+            waits += 1
+            assert start == max(ended) and before["lane"].startswith("stream"), (before, seg)
+            assert before["start_ns"] + before["dur_ns"] == seg["start_ns"]
+    assert waits >= 1
 
 
 # --- HTA 0.5.0's critical_path_analysis as the reference on one rank ------------------------------
@@ -623,3 +660,144 @@ def test_compute_on_the_path_agrees_with_hta_on_a_real_trace(tmp_path, monkeypat
     hta_gaps = hta.get("gpu_kernel_launch_overhead", 0) + hta.get("gpu_kernel_kernel_overhead", 0)
     assert row["launch_delay_ns"] == pytest.approx(hta_gaps, rel=0.05)
     assert sum(hta.values()) < row["path_ns"] == row["step_ns"]
+
+
+# --- a sweep with a slow rank whose host waits for its GPU work -----------------------------------
+
+FORWARD = (("sm90_xmma_gemm_bf16bf16_bf16f32", 120), ("void at::native::vectorized_elementwise_kernel<4>", 30),
+           ("flash_fwd_kernel", 90))
+BACKWARD = (("flash_bwd_dq_dk_dv_loop_kernel", 180), ("sm90_xmma_gemm_bf16bf16_bf16f32", 240),
+            ("void at::native::reduce_kernel<512, 1>", 40))
+
+
+@dataclass
+class SlowRankSweep:
+    """A data-parallel run (times in µs, one clock for every rank): each step, every rank's host does
+    `host_us` of work, then launches the forward and backward kernels (stream 7) every `launch_gap_us`
+    (each call lasts 4 µs); a kernel starts `launch_delay_us` after its call, or when the one before
+    it ends.  Rank `slow` runs every kernel `slow_factor` times longer.  Then the host launches the
+    DP all_reduce (stream 20) inside a `record_param_comms` op; it starts 1 µs after its rank's last
+    compute kernel and ends on every rank `transfer_us` after the last rank arrived.  The host then
+    waits for it, by `wait`:
+
+    * "sync": in a cudaDeviceSynchronize that returns 2 µs after the all_reduce ends;
+    * "collective": in the collective op itself, which returns 2 µs after the all_reduce ends;
+    * "launch": in the launch of the optimizer kernel (stream 7, 8 µs), which cannot be issued
+      until the all_reduce ends (the launch queue is full) and returns 2 µs after it.
+
+    After the wait the host works `tail_us` more until the step's annotation ends.  No CUDA sync
+    events: the all_reduce's wait for compute is inferred, as on most traces."""
+
+    ranks: int
+    wait: str
+    slow: int = 1
+    slow_factor: float = 1.5
+    steps: int = 3
+    host_us: int = 10
+    launch_gap_us: int = 6
+    launch_delay_us: int = 5
+    transfer_us: int = 50
+    tail_us: int = 30
+
+    def kernels(self, rank: int) -> list[tuple[str, int]]:
+        factor = self.slow_factor if rank == self.slow else 1
+        return [(name, round(dur * factor)) for name, dur in FORWARD + BACKWARD]
+
+    def arrival(self, rank: int) -> int:
+        """The all_reduce's start on a rank, after the step's start: its compute kernels run back to
+        back from the first launch's start + launch delay (each is longer than the launch gap)."""
+        return self.host_us + self.launch_delay_us + sum(d for _, d in self.kernels(rank)) + 1
+
+    def step_us(self) -> int:
+        """Every rank's step: the last arrival, the transfer, the 2 µs return of the wait, the tail."""
+        return max(self.arrival(r) for r in range(self.ranks)) + self.transfer_us + 2 + self.tail_us
+
+    def events(self, rank: int) -> list[dict]:
+        ev, corr = [], 0
+
+        def call(name, ts, dur):
+            nonlocal corr
+            corr += 1
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                       "args": {"correlation": corr}})
+            return corr
+
+        def kernel(name, ts, dur, stream, c, **args):
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                       "args": {"device": 0, "stream": stream, "correlation": c, **args}})
+
+        span = self.step_us()
+        last = max(self.arrival(r) for r in range(self.ranks))
+        for step in range(self.steps):
+            s0 = step * span
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": s0, "dur": span, "args": {}})
+            launch, k_end = s0 + self.host_us, 0
+            for name, dur in self.kernels(rank):
+                k0 = max(launch + self.launch_delay_us, k_end)
+                kernel(name, k0, dur, 7, call("cudaLaunchKernel", launch, 4))
+                k_end, launch = k0 + dur, launch + self.launch_gap_us
+            ar0, ar1 = s0 + self.arrival(rank), s0 + last + self.transfer_us
+            assert ar0 == k_end + 1
+            resume = ar1 + 2  # the host's wait returns
+            op_end = resume if self.wait == "collective" else launch + 6
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": launch,
+                       "dur": op_end - launch, "args": {}})
+            kernel(AR_NAME, ar0, ar1 - ar0, 20, call("cudaLaunchKernel", launch + 1, 4),
+                   **{"Collective name": "allreduce", "Process Group Name": "0", "Group size": self.ranks,
+                      "dtype": "Float", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20})
+            if self.wait == "sync":
+                call("cudaDeviceSynchronize", op_end + 1, resume - (op_end + 1))
+            elif self.wait == "launch":
+                kernel("void at::native::multi_tensor_apply_kernel", resume + 1, 8, 7,
+                       call("cudaLaunchKernel", op_end + 1, resume - (op_end + 1)))
+            assert resume + self.tail_us == s0 + span
+        return ev
+
+    def write(self, root: Path) -> Path:
+        run = root / f"slow-{self.wait}-{self.ranks}"
+        run.mkdir(parents=True)
+        for r in range(self.ranks):
+            doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+                   "distributedInfo": {"rank": r, "world_size": self.ranks, "backend": "nccl"},
+                   "traceEvents": self.events(r)}
+            (run / f"rank{r}.json").write_text(json.dumps(doc))
+        return run
+
+
+@pytest.mark.parametrize("wait", ["sync", "collective", "launch"])
+def test_a_slow_ranks_kernels_and_its_all_reduce_bound_every_step(tmp_path, wait):
+    """Worked out by hand: every rank's step is as long (the annotations are; rank 0, the lowest,
+    is the slowest on the tie), and ends `tail` after its host's wait returned, 2 µs after the
+    all_reduce ended.  The all_reduce ended `transfer` after the slow rank arrived, 1 µs after its
+    last compute kernel; its kernels ran back to back from its first launch's start + launch delay,
+    which its host issued `host_us` into the step.  So the path, from the step's start: the slow
+    rank's host (host_us), its first launch delay, its six kernels (each `slow_factor` times the base),
+    1 µs until its all_reduce started, the transfer, the wait's return (2 µs), the tail on rank 0."""
+    sweep = [SlowRankSweep(ranks=n, wait=wait) for n in (2, 3, 4)]
+    runs = [sc.write(tmp_path) for sc in sweep]
+    db = tmp_path / "slow.duckdb"
+    report = ingest(runs, db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    path, summary = query(db, "critical_path"), query(db, "critical_path_summary")
+    for sc, run in zip(sweep, runs):
+        mine = summary.filter(pl.col("run_id") == run.name)
+        assert mine.height == sc.steps
+        slow_kernels = [(sc.slow, name, dur * US) for name, dur in sc.kernels(sc.slow)]
+        compute = sum(d for _, d in sc.kernels(sc.slow))
+        for row in mine.iter_rows(named=True):
+            span = sc.step_us() * US
+            assert row["slowest_rank"] == 0 and row["step_ns"] == span
+            assert abs(row["path_ns"] - span) <= 0.001 * span
+            assert _kinds(row) == _us({"host_gap": sc.host_us + sc.tail_us, "launch_delay": sc.launch_delay_us + 1,
+                                       "compute_kernel": compute, "comm_transfer": sc.transfer_us,
+                                       "comm_wait": 0, "cpu_op": 2, "memory": 0})
+            assert row["top_rank"] == sc.slow
+            step = path.filter((pl.col("run_id") == run.name) & (pl.col("step") == row["step"]))
+            assert step["dur_ns"].sum() == span
+            device = step.filter(pl.col("kind").is_in(["compute_kernel", "comm_transfer"]))
+            # the slow rank's compute kernels in launch order, then the all_reduce
+            assert list(device.select("rank", "name", "dur_ns").iter_rows())[:-1] == slow_kernels
+            assert device.row(-1, named=True)["kind"] == "comm_transfer"
+            assert (device.row(-1, named=True)["name"], device.row(-1, named=True)["dur_ns"]) == (
+                AR_NAME, sc.transfer_us * US)

@@ -15,12 +15,18 @@ At a node i reached at time t (its end, or a point inside it):
   J is another rank's and later than i's own start, [J, t − transfer) is ``comm_wait`` and the walk
   goes on at that rank's event, at its start J.  When i arrived last, its own start is where the
   walk goes on (what lies before t − transfer is ``comm_wait``, as rank_wait counts it);
-* a blocking host call (a synchronize, a memcpy) in which a device event ended: the call's time
-  after that end is ``cpu_op`` and the walk goes on at that device event, at its end;
+* a host node that waited for the GPU (``waited_for``): a synchronize or a memcpy in which a device
+  event ended; any other runtime call that lasted at least BLOCKED_CALL_NS and returned at most
+  WAIT_SLACK_NS after a device event ended (a launch that could not be issued while the launch
+  queue was full, an implicitly synchronizing call); a collective op that returned at most
+  WAIT_SLACK_NS after the end of the collective it launched, which ran at least BLOCKED_CALL_NS
+  inside it (a blocking collective).  The node's time after that end is ``cpu_op`` and the walk
+  goes on at that device event, at its end;
 * anything else: its own time [start, t) is the node's kind (``compute_kernel``, ``memory``, or
   ``cpu_op`` for a runtime call), and then of its predecessors (the previous node on its lane;
   the launching call and the event a CUDA sync event says it waited for, for a device event; the
-  inferred wait, see WAIT_SLACK_NS) the one ready last is taken, ties to the lane: the time
+  collective op that waited and that the thread resumed after, for a runtime call; the inferred
+  wait, see WAIT_SLACK_NS) the one ready last is taken, ties to the lane: the time
   between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
   not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
   device events, or ``host_gap`` when no op is known.  A node without predecessors leaves a
@@ -46,6 +52,12 @@ RELATION = "critical_path_segments"  # the walk's result, registered on the conn
 KINDS = ("cpu_op", "launch_delay", "compute_kernel", "comm_transfer", "comm_wait", "memory", "host_gap")
 DEVICE_KIND = {"compute": "compute_kernel", "other": "compute_kernel", "memory": "memory"}
 WAIT_SLACK_NS = 20_000  # an inferred wait: the other lane's node ended at most this long before the start
+# A runtime call at least this long (a collective op whose collective ran this long inside it) that
+# returned within WAIT_SLACK_NS after a device event ended waited for it (waited_for).  A launch takes a
+# few µs; on the real traces the launches this long that returned so soon after a device event's end
+# (692 on hta-ns-resolution, GPU-bound: a full launch queue) returned a median 5.5 µs, at most 18 µs
+# after it, as the synchronize calls do (6-15 µs)
+BLOCKED_CALL_NS = 50_000
 HOST = "(host)"  # the name of a host gap no op accounts for
 COLUMNS = (("run_id", pa.string()), ("step", pa.int64()), ("seq", pa.int64()), ("trace_id", pa.int64()),
            ("rank", pa.int32()), ("lane", pa.string()), ("kind", pa.string()), ("name", pa.string()),
@@ -63,16 +75,38 @@ class _Graph:
         assert self.idx == list(range(self.n)), "critical_path_graph numbers its nodes 0, 1, ... in order"
         # each (trace, lane) is a contiguous idx range ordered by start: for the step's last host call
         self.lanes: dict = {}
+        self.ops: dict = {}  # (trace, lane) -> its collective ops
         for i, key in enumerate(zip(self.trace_id, self.lane)):
             first, _ = self.lanes.get(key, (i, i))
             self.lanes[key] = (first, i + 1)
+            if self.kind[i] == "collective_op":
+                self.ops.setdefault(key, []).append(i)
         self.clock = dict(zip(self.trace_id, self.clock_ns))  # per trace, the same for all its nodes
 
     def last_on_lane_before(self, trace_id: int, lane: str, t: int) -> int:
-        """The last node on the lane that starts before t, or -1."""
+        """The host node on the lane that was ready last at t: of the last node that starts before t
+        and the collective op that waited and ended last at or before t, the later (-1: neither)."""
         first, end = self.lanes.get((trace_id, lane), (0, 0))
         k = bisect.bisect_left(self.start_ns, t, first, end) - 1
-        return k if k >= first else -1
+        k = k if k >= first else -1
+        ended = [h for h in self.ops.get((trace_id, lane), ())
+                 if self.end_ns[h] <= t and waited_for(self, h) is not None]
+        h = max(ended, key=lambda h: self.end_ns[h], default=-1)
+        return h if h >= 0 and (k < 0 or self.end_ns[h] > min(self.end_ns[k], t)) else k
+
+
+def waited_for(g: _Graph, i: int) -> int | None:
+    """The device event host node i waited for (see the module's docstring), or None."""
+    d = g.sync_idx[i]
+    if d is None or g.side[i] != "cpu":
+        return None
+    if g.blocking[i]:
+        return d
+    if g.kind[i] == "collective_op":  # tens of µs of host work of its own: held only by a long collective
+        held_ns = g.end_ns[d] - max(g.start_ns[d], g.start_ns[i])
+    else:  # a launch takes a few µs: a long one was held
+        held_ns = g.end_ns[i] - g.start_ns[i]
+    return d if held_ns >= BLOCKED_CALL_NS and 0 <= g.end_ns[i] - g.end_ns[d] <= WAIT_SLACK_NS else None
 
 
 def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infer: bool = True) -> list[tuple]:
@@ -109,8 +143,7 @@ def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infe
             else:
                 emit(i, "comm_wait", g.name[i], start, through, at(i))
                 t = min(t, start)
-        elif side == "cpu" and g.sync_idx[i] is not None and start < g.end_ns[g.sync_idx[i]] <= t:
-            d = g.sync_idx[i]
+        elif (d := waited_for(g, i)) is not None and start < g.end_ns[d] <= t:
             emit(i, "cpu_op", g.name[i], g.end_ns[d], t, at(i))
             i, t = d, g.end_ns[d]
             continue
@@ -128,6 +161,9 @@ def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infe
         exact = g.event_idx[i] if side == "gpu" else None
         if exact is not None and (ready is None or min(g.end_ns[exact], t) > ready):
             best, ready = exact, min(g.end_ns[exact], t)  # a cross-stream wait a CUDA sync event recorded
+        held = g.block_idx[i] if side == "cpu" else None
+        if held is not None and waited_for(g, held) is not None and (ready is None or min(g.end_ns[held], t) > ready):
+            best, ready = held, min(g.end_ns[held], t)  # the thread resumed after a blocking collective
         wait = g.wait_idx[i] if infer else None
         if wait is not None and (ready is None or g.end_ns[wait] > ready) and (
                 side == "cpu" or t - g.end_ns[wait] <= WAIT_SLACK_NS):

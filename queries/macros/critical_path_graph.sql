@@ -1,26 +1,39 @@
 -- name: critical_path_graph
--- description: The dependency graph the critical path walks: every device event and host runtime call with its predecessors.
--- grain: one row per run × rank × node (a device event, or a host runtime call) of a GPU trace
+-- description: The dependency graph the critical path walks: every device event, host runtime call and host collective op with its predecessors.
+-- grain: one row per run × rank × node (a device event, a host runtime call or collective op) of a GPU trace
 -- param: run VARCHAR a run_id, or NULL for every run
 -- depends: comm_events, collective_matches, critical_path_waits
 -- Nodes: the device events of GPU traces (kernels, copies, sets; not the
--- cuda_sync markers) on their stream lane, and the runtime calls
--- (cuda_runtime, cuda_driver, runtime, hip_runtime) on their thread lane
--- ('thread <tid>').  idx numbers the nodes of the selection (0, 1, ...).
+-- cuda_sync markers) on their stream lane, the runtime calls (cuda_runtime,
+-- cuda_driver, runtime, hip_runtime) on their thread lane ('thread <tid>'),
+-- and the host collective ops (record_param_comms, c10d::, nccl:, gloo:,
+-- mpi:, ucc: ...; kind 'collective_op') that launched a communication event
+-- (a runtime call inside the op has its correlation) which ended inside the
+-- op: candidates for a host that waited in a collective.  They are outside
+-- their thread's order (their calls are in it).  idx numbers the nodes of the
+-- selection (0, 1, ...).
 -- Times are on the run's shared clock (start_ns + clock_ns = trace time +
 -- baseTimeNanoseconds when every trace of the run has it, else trace time):
 -- clock_ns is what was added.  Edges (each node's predecessors, as idx):
---  * prev_idx: the node before it on the same lane (thread or stream order);
+--  * prev_idx: the node before it on the same lane (thread or stream order;
+--    collective ops are left out of a thread's order, and a collective op's is the node
+--    that started before it);
 --  * launch_idx (device events): the runtime call that launched it (same
 --    correlation; the last such call of the trace), its launch delay being
 --    start − the call's start;
---  * sync_idx (blocking host calls: device / stream / event synchronize,
---    cudaMemcpy, cudaMemcpyAsync and their hip spellings): the device event of
---    the same rank that ended last inside the call, which the call waited for
---    (NULL when none ended inside it: the call did not wait); for a
---    cudaEventSynchronize a CUDA sync event recorded (critical_path_waits:
---    'Event Sync'), the event it waited for: the last launched on the
---    recording stream before the cudaEventRecord;
+--  * sync_idx (host nodes): the device event of the same rank that ended
+--    last inside the call (NULL when none did); for a cudaEventSynchronize a
+--    CUDA sync event recorded (critical_path_waits: 'Event Sync'), the event it
+--    waited for: the last launched on the recording stream before the
+--    cudaEventRecord; for a collective op, the communication event it
+--    launched that ended inside it (the one that ended last, if several).  blocking says the call waited for it by what it
+--    is: a synchronize (device / stream / event), cudaMemcpy, cudaMemcpyAsync,
+--    cudaMemcpyWithStream and their hip spellings.  For any other host node
+--    the walk decides from the times whether it waited (a launch that could
+--    not be issued, a blocking collective: queries/analysis/critical_path.py);
+--  * block_idx (runtime calls): the collective op of the same thread that
+--    ended last at or before the call's start (the host resumed after it, if
+--    it waited);
 --  * event_idx (device events of a trace with CUDA sync events): the event
 --    a cross-stream wait made it wait for (critical_path_waits: a
 --    cudaStreamWaitEvent on its stream S waiting on a cudaEventRecord of
@@ -67,12 +80,33 @@ rt AS (
     FROM cpu_events c JOIN tr USING (trace_id)
     WHERE lower(c.cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
 ),
-nodes AS (
-    SELECT *, (row_number() OVER (ORDER BY trace_id, lane, start_ns, end_ns, event_id) - 1)::BIGINT AS idx
-    FROM (SELECT * FROM dev UNION ALL SELECT * FROM rt)
+coll_ops AS (  -- host collective ops (vocabulary.COLLECTIVE_OP_PREFIXES)
+    SELECT c.trace_id, tr.run_id, tr.rank, c.event_id, c.name, 'thread ' || coalesce(c.tid, '?') AS lane,
+           c.ts_ns + tr.clock_ns AS start_ns, c.ts_ns + c.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns
+    FROM cpu_events c JOIN tr USING (trace_id)
+    WHERE lower(c.cat) NOT IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
+      AND (starts_with(c.name, 'record_param_comms') OR starts_with(c.name, 'c10d::')
+           OR starts_with(c.name, 'nccl:') OR starts_with(c.name, 'gloo:') OR starts_with(c.name, 'mpi:')
+           OR starts_with(c.name, 'ucc:'))
 ),
-ordered AS (
-    SELECT *, lag(idx) OVER (PARTITION BY trace_id, lane ORDER BY start_ns, end_ns, event_id) AS prev_idx
+ops AS (  -- ... with the communication event each launched (a call inside has its correlation) and outlived
+    SELECT o.trace_id, o.run_id, o.rank, o.event_id, 'cpu' AS side, o.lane, 'collective_op' AS kind, o.name,
+           NULL::VARCHAR AS launch_op, o.start_ns, o.end_ns, o.clock_ns, NULL::BIGINT AS correlation,
+           NULL::BIGINT AS step, NULL::BIGINT AS stream, arg_max(d.event_id, d.end_ns) AS waited_event
+    FROM coll_ops o
+    JOIN rt r ON r.trace_id = o.trace_id AND r.lane = o.lane AND r.start_ns >= o.start_ns AND r.end_ns <= o.end_ns
+    JOIN dev d ON d.trace_id = r.trace_id AND d.correlation = r.correlation AND d.kind = 'comm'
+    WHERE d.end_ns <= o.end_ns
+    GROUP BY ALL
+),
+nodes AS (
+    SELECT *, (row_number() OVER (ORDER BY trace_id, lane, start_ns, end_ns, event_id, kind) - 1)::BIGINT AS idx
+    FROM (SELECT *, NULL::BIGINT AS waited_event FROM dev UNION ALL SELECT *, NULL::BIGINT FROM rt
+          UNION ALL SELECT * FROM ops)
+),
+ordered AS (  -- thread order without the collective ops; a collective op's predecessor: the node that started before it
+    SELECT *, CASE WHEN kind = 'collective_op' THEN lag(idx) OVER (PARTITION BY trace_id, lane ORDER BY idx)
+                   ELSE lag(idx) OVER (PARTITION BY trace_id, lane, kind = 'collective_op' ORDER BY idx) END AS prev_idx
     FROM nodes
 ),
 launcher AS (  -- the last runtime call of each correlation id in a trace
@@ -84,16 +118,29 @@ launched AS (
     FROM nodes d JOIN launcher l ON d.side = 'gpu' AND l.trace_id = d.trace_id AND l.correlation = d.correlation
     GROUP BY l.launch_idx
 ),
-blocking AS (
-    SELECT * FROM nodes WHERE side = 'cpu' AND name IN (
+blocking AS (  -- the runtime calls that wait for the GPU by what they are
+    SELECT idx FROM nodes WHERE side = 'cpu' AND kind <> 'collective_op' AND name IN (
         'cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemcpyAsync',
-        'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy', 'hipMemcpyAsync')
+        'cudaMemcpyWithStream', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy',
+        'hipMemcpyAsync', 'hipMemcpyWithStream')
 ),
-waited AS (  -- the device event that ended last at or before the call's end, if it ended inside the call
+waited AS (  -- the device event that ended last at or before a runtime call's end, if it ended inside the call
     SELECT b.idx, d.idx AS sync_idx
-    FROM blocking b ASOF JOIN (SELECT trace_id, idx, end_ns FROM nodes WHERE side = 'gpu') d
+    FROM (SELECT * FROM nodes WHERE side = 'cpu' AND kind <> 'collective_op') b
+         ASOF JOIN (SELECT trace_id, idx, end_ns FROM nodes WHERE side = 'gpu') d
          ON d.trace_id = b.trace_id AND d.end_ns <= b.end_ns
     WHERE d.end_ns > b.start_ns
+),
+op_waited AS (  -- a collective op: the communication event it launched
+    SELECT h.idx, d.idx AS sync_idx
+    FROM nodes h JOIN nodes d ON d.side = 'gpu' AND d.trace_id = h.trace_id AND d.event_id = h.waited_event
+    WHERE h.kind = 'collective_op'
+),
+resumed AS (  -- the collective op of the thread that ended last at or before a runtime call's start
+    SELECT n.idx, h.idx AS block_idx
+    FROM (SELECT * FROM nodes WHERE side = 'cpu' AND kind <> 'collective_op') n
+         ASOF JOIN (SELECT trace_id, lane, idx, end_ns FROM nodes WHERE kind = 'collective_op') h
+         ON h.trace_id = n.trace_id AND h.lane = n.lane AND h.end_ns <= n.start_ns
 ),
 arrivals AS (
     SELECT c.run_id, c.trace_id, c.event_id, c.pg_key, c.seq, m.transfer_ns,
@@ -136,11 +183,14 @@ last AS (
 )
 SELECT o.idx, o.run_id, o.trace_id, o.rank, o.event_id, o.side, o.lane, o.kind, o.name, o.launch_op,
        o.start_ns, o.end_ns, o.clock_ns, o.step, o.prev_idx, l.launch_idx,
-       coalesce(es.sync_idx, w.sync_idx) AS sync_idx, x.event_idx, f.wait_idx, la.last_idx, la.transfer_ns,
-       ld.launched_op
+       coalesce(es.sync_idx, ho.sync_idx, w.sync_idx) AS sync_idx, bl.idx IS NOT NULL AS blocking,
+       rs.block_idx, x.event_idx, f.wait_idx, la.last_idx, la.transfer_ns, ld.launched_op
 FROM ordered o
 LEFT JOIN launcher l ON o.side = 'gpu' AND l.trace_id = o.trace_id AND l.correlation = o.correlation
 LEFT JOIN waited w ON w.idx = o.idx
+LEFT JOIN op_waited ho ON ho.idx = o.idx
+LEFT JOIN blocking bl ON bl.idx = o.idx
+LEFT JOIN resumed rs ON rs.idx = o.idx
 LEFT JOIN event_synced es ON es.idx = o.idx
 LEFT JOIN exact x ON x.idx = o.idx
 LEFT JOIN inferred f ON f.idx = o.idx
