@@ -18,7 +18,7 @@ from conftest import FIXTURES, SHARED_TRACES
 from scaletrace.pipeline.read import columns
 from scaletrace.pipeline.read.classify import Classifier
 from scaletrace.pipeline.read.decode import unpack
-from test_extractor_diff import compiled, fixture_traces, real_traces
+from test_extractor_diff import both, compiled, fixture_traces, real_traces
 
 pytestmark = compiled
 CATEGORIES = tuple(sorted(Classifier().device_categories))
@@ -50,6 +50,20 @@ def test_shared_traces_in_parts(name):
         _same_as_one_pass(data, size)
     # really cut: after every event, or at least once in 17 (its events may all lie in one part)
     assert parts(data, 1 if small else len(data) // 17) > 1 or scanned(data, 0)["num_events"] < 2
+
+
+@pytest.mark.parametrize("name", ["hta-a100-2rank/rank0.json.gz", "tracelens-h100-qwen/rank0.json.gz",
+                                  "hta-cpu-only-gloo/rank34.json.gz"])
+def test_ingest_reads_a_split_file_as_the_reference(name, monkeypatch):
+    """Ingest's worker (parse_file) with parts of 4 kB: the tables, trace facts and byte count the
+    reference extractor (msgspec) gives."""
+    path = SHARED_TRACES / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in the shared traces")
+    monkeypatch.setattr(columns, "PART_BYTES", 4096)
+    assert parts(unpack(path.read_bytes()), columns.PART_BYTES) > 1
+    reference, ours = both(path)
+    assert reference[0] == "ok" and ours == reference
 
 
 @pytest.mark.parametrize("name", fixture_traces())

@@ -332,16 +332,16 @@ def scan_threads() -> int:
 
 
 def scan(data: bytes, buffer: bytearray | None = None, device_categories: Iterable[str] = (),
-         part_bytes: int = PART_BYTES, threads: int | None = None) -> Scanned | None:
+         part_bytes: int | None = None, threads: int | None = None) -> Scanned | None:
     """Stage 1 through ``_scan``; None when the scanner refuses the file (the caller then decodes
     it with msgspec and runs :func:`read_python`).  ``buffer``: ``data`` is its first bytes and
     :func:`padding` bytes follow (``limits.padded``), so simdjson reads it without a copy.
     ``device_categories``: what ``Scanned.prescans`` looks for.  ``part_bytes``: a larger file is
-    scanned in parts of about this size (0: in one pass) on ``threads`` threads (default
-    :func:`scan_threads`); the columns are those of one pass."""
+    scanned in parts of about this size (default PART_BYTES; 0: in one pass) on ``threads`` threads
+    (default :func:`scan_threads`); the columns are those of one pass."""
     target = data if buffer is None else buffer
-    scanned = _scan.scan(target, len(data), tuple(sorted(device_categories)), part_bytes,
-                         threads or scan_threads())
+    scanned = _scan.scan(target, len(data), tuple(sorted(device_categories)),
+                         PART_BYTES if part_bytes is None else part_bytes, threads or scan_threads())
     if scanned is None:
         return None
     cats = scanned["cats"] + [None]  # code -1 (no category) is the last entry
