@@ -30,7 +30,8 @@ setup(
         "scaletrace.pipeline.read._scan",
         sources=["pipeline/read/_scan.cpp"],
         libraries=["simdjson"],
-        extra_compile_args=["-std=c++17", "-O3"],
+        extra_compile_args=["-std=c++17", "-O3", "-pthread"],  # a large file is scanned on threads
+        extra_link_args=["-pthread"],
         language="c++",
         optional=True,
     )],

@@ -348,7 +348,7 @@ def test_prescan_cases(text, expected):
 
 def test_a_build_of_another_interface_is_not_used():
     assert columns.usable(columns._scan)  # this build is this source's
-    assert not columns.usable(type("OlderBuild", (), {})) and not columns.usable(type("B", (), {"INTERFACE": 3}))
+    assert not columns.usable(type("OlderBuild", (), {})) and not columns.usable(type("B", (), {"INTERFACE": 2}))
 
 
 def test_prescans_follow_the_rules_device_categories():

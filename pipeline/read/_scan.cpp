@@ -19,9 +19,12 @@
 
 #include <simdjson.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -42,14 +45,23 @@ inline T must(simdjson_result<T> &&r) {
   return v;
 }
 
-// Distinct strings -> codes.  Views point into the parser's string buffer, valid while it lives.
+// The text of each distinct string, owned: a view from the parser points into its string buffer, which
+// the next part of a split file overwrites (a deque never moves what it holds).
+struct Arena {
+  std::deque<std::string> texts;
+  std::string_view keep(std::string_view s) { return texts.emplace_back(s); }
+};
+
+// Distinct strings -> codes, in order of first sight.
 struct Dict {
   std::unordered_map<std::string_view, int32_t> codes;
   std::vector<std::string_view> items;
+  Arena arena;
   int32_t code(std::string_view s) {
     auto it = codes.find(s);
     if (it != codes.end()) return it->second;
     int32_t c = (int32_t)items.size();
+    s = arena.keep(s);
     codes.emplace(s, c);
     items.push_back(s);
     return c;
@@ -61,6 +73,7 @@ struct Ids {
   std::unordered_map<int64_t, int32_t> ints;
   std::unordered_map<std::string_view, int32_t> strs;
   std::vector<std::pair<bool, std::pair<int64_t, std::string_view>>> items;  // (is_str, (int, str))
+  Arena arena;
   int32_t of_int(int64_t v) {
     auto it = ints.find(v);
     if (it != ints.end()) return it->second;
@@ -73,6 +86,7 @@ struct Ids {
     auto it = strs.find(s);
     if (it != strs.end()) return it->second;
     int32_t c = (int32_t)items.size();
+    s = arena.keep(s);
     strs.emplace(s, c);
     items.push_back({true, {0, s}});
     return c;
@@ -89,8 +103,12 @@ struct Out {
   bool has_rank = false, has_world = false, has_base = false;
   int64_t rank = 0, world_size = 0, base_time = 0;
   bool has_backend = false, has_nccl = false, has_host = false;
-  std::string_view backend, nccl_version, host;
-  std::vector<std::string_view> device_names;  // non-empty deviceProperties names, in order
+  std::string backend, nccl_version, host;
+  std::vector<std::string> device_names;  // non-empty deviceProperties names, in order
+  // the document's top-level keys (scan_document's bits) and how many came after traceEvents: what
+  // tells a part of a split file whether it was cut where an event ends (see "Split files")
+  unsigned top_keys = 0;
+  int64_t keys_after_events = 0;
   // ingest's two byte pre-scans (pipeline/execute/ingest.py FRACTIONAL_TS, vocabulary.category_scan),
   // answered from the keys as written, so that the file's bytes are not searched twice more
   bool fractional_ts = false;   // some key "ts" has a number written -?digits.  (HTA then rounds to µs)
@@ -202,6 +220,13 @@ inline bool opt_str(ondemand::value v, std::string_view &out) {
   if (is_null(v)) return false;
   if (must(v.type()) != ondemand::json_type::string) throw Fallback{};
   out = must(v.get_string());
+  return true;
+}
+
+inline bool opt_str(ondemand::value v, std::string &out) {  // the same, the text owned
+  std::string_view s;
+  if (!opt_str(v, s)) return false;
+  out.assign(s);
   return true;
 }
 
@@ -493,7 +518,7 @@ void read_devices(ondemand::value v, Out &out) {
       if (key == "name") {
         if (seen) throw Fallback{};
         seen = true;
-        if (opt_str(field.value(), s) && !s.empty()) out.device_names.push_back(s);
+        if (opt_str(field.value(), s) && !s.empty()) out.device_names.emplace_back(s);
       } else {
         walk(field.value(), out);
       }
@@ -510,6 +535,7 @@ void scan_document(ondemand::document &doc, const char *base, Out &out) {
     std::string_view key = must(field.unescaped_key());
     note_field(field, raw, key, out);
     ondemand::value v = field.value();
+    if (seen & 1) out.keys_after_events++;
     if (key == "traceEvents") {
       once(seen, 1);
       if (must(v.type()) != ondemand::json_type::array) throw Fallback{};
@@ -535,20 +561,182 @@ void scan_document(ondemand::document &doc, const char *base, Out &out) {
     }
   }
   if (!(seen & 1)) throw Fallback{};  // no traceEvents: the reference's error
+  out.top_keys = seen;
   const char *rest;
   if (!doc.current_location().get(rest)) throw Fallback{};  // something after the document
 }
 
-// -- to Python ------------------------------------------------------------------------------------
+// -- split files ----------------------------------------------------------------------------------
+// A large file is scanned in parts, one thread each (docs/ingest.md, "One large file"): its traceEvents
+// array is cut at commas that look like the end of an event (`}` `,` `{`, whitespace aside), and each
+// part becomes a document of its own:
+//
+//   first part:  the file from its start to the first cut, then `]}`
+//   other parts: `{"traceEvents":[`, the bytes between their cuts, then `]}` (the last part: the rest of the file)
+//
+// scan_document reads each as it reads a whole file.  The guesses are proven by the scans: the first
+// part starts where the file does, so it tokenizes as the file does; if its document is valid and no
+// key follows traceEvents in it, its `]}` closed the traceEvents array and the top object, so the cut
+// was a comma between two events of traceEvents (a cut inside a string leaves the string open; one
+// inside an event or its args leaves an object open; one in another top-level array leaves a key
+// after traceEvents).  The next part then starts as the file does there, and so on.  Any part that
+// does not scan, or a top-level key in two parts (the whole file has it twice), and the whole file
+// is scanned in one pass, which decides as the scanner always has.  The parts' columns are joined in
+// file order, their strings re-coded in order of first sight: exactly the columns of one pass.
 
-template <typename T>
-PyObject *as_bytes(const std::vector<T> &v) {
-  return PyBytes_FromStringAndSize(reinterpret_cast<const char *>(v.data()), (Py_ssize_t)(v.size() * sizeof(T)));
+constexpr size_t NOT_FOUND = std::string_view::npos;
+constexpr std::string_view PART_HEAD = "{\"traceEvents\":[", PART_TAIL = "]}";
+
+inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Where the traceEvents array opens, as written: the `[` after the first `"traceEvents"` and `:`.
+size_t events_array(const char *json, size_t n) {
+  std::string_view text(json, n), key = "\"traceEvents\"";
+  for (size_t at = text.find(key); at != NOT_FOUND; at = text.find(key, at + 1)) {
+    size_t i = at + key.size();
+    while (i < n && is_space(json[i])) i++;
+    if (i >= n || json[i] != ':') continue;
+    for (i++; i < n && is_space(json[i]); i++) {
+    }
+    if (i < n && json[i] == '[') return i;
+  }
+  return NOT_FOUND;
 }
+
+// The first comma at or after `from` between a `}` and a `{` (whitespace aside).
+size_t next_cut(const char *json, size_t n, size_t from) {
+  const char *end = json + n;
+  for (const char *p = json + from; p < end; p++) {
+    p = static_cast<const char *>(std::memchr(p, '}', (size_t)(end - p)));
+    if (!p) return NOT_FOUND;
+    const char *q = p + 1;
+    while (q < end && is_space(*q)) q++;
+    if (q >= end || *q != ',') continue;
+    const char *comma = q++;
+    while (q < end && is_space(*q)) q++;
+    if (q < end && *q == '{') return (size_t)(comma - json);
+  }
+  return NOT_FOUND;
+}
+
+// Cuts at least `part_bytes` apart, from the traceEvents array's start.
+std::vector<size_t> cuts(const char *json, size_t n, size_t start, size_t part_bytes) {
+  std::vector<size_t> found;
+  for (size_t from = start + part_bytes; from < n;) {
+    size_t comma = next_cut(json, n, from);
+    if (comma == NOT_FOUND) break;
+    found.push_back(comma);
+    from = comma + part_bytes;
+  }
+  return found;
+}
+
+struct Part {
+  size_t from = 0, to = 0;  // the file's bytes it holds
+  bool first = true, last = true;
+  Out out;
+};
+
+// One part, as a document of its own (in a copy: the file's buffer is read by other threads and hashed).
+void scan_part(ondemand::parser &parser, const char *json, Part &part) {
+  std::string_view head = part.first ? std::string_view() : PART_HEAD;
+  std::string_view tail = part.last ? std::string_view() : PART_TAIL;
+  size_t body = part.to - part.from;
+  padded_string text(head.size() + body + tail.size());
+  char *d = text.data();
+  std::memcpy(d, head.data(), head.size());
+  std::memcpy(d + head.size(), json + part.from, body);
+  std::memcpy(d + head.size() + body, tail.data(), tail.size());
+  ondemand::document doc;
+  if (parser.iterate(text).get(doc)) throw Fallback{};
+  scan_document(doc, d, part.out);
+  if (!part.last && part.out.keys_after_events) throw Fallback{};  // not cut inside traceEvents
+  const int64_t shift = (int64_t)part.from - (int64_t)head.size();  // the rare events' offsets: the file's
+  for (size_t i = 0; i < part.out.rare.size(); i += 4) {
+    part.out.rare[i + 1] += shift;
+    part.out.rare[i + 2] += shift;
+  }
+}
+
+// The parts on `threads` threads (this one among them); false when one does not scan.
+bool scan_parts(const char *json, std::vector<Part> &parts, int threads) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&]() {
+    ondemand::parser parser;
+    for (size_t i; !failed && (i = next++) < parts.size();) {
+      try {
+        scan_part(parser, json, parts[i]);
+      } catch (...) {  // Fallback, bad_alloc: the one-pass scan decides
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && (size_t)t < parts.size(); t++) {
+    try {
+      pool.emplace_back(work);
+    } catch (std::exception &) {  // no thread to be had: fewer
+      break;
+    }
+  }
+  work();
+  for (std::thread &t : pool) t.join();
+  if (failed) return false;
+  unsigned keys = 0;
+  for (const Part &p : parts) {
+    if (keys & p.out.top_keys & ~1u) return false;  // a top-level key in two parts: the file has it twice
+    keys |= p.out.top_keys;
+  }
+  return true;
+}
+
+void whole_file(const char *json, size_t length, size_t allocated, Part &part) {
+  ondemand::parser parser;
+  padded_string padded;
+  ondemand::document doc;
+  if (allocated - length >= SIMDJSON_PADDING) {  // in place
+    if (parser.iterate(json, length, allocated).get(doc)) throw Fallback{};
+  } else {  // a copy with the padding simdjson reads past the end
+    padded = padded_string(json, length);
+    json = padded.data();
+    if (parser.iterate(padded).get(doc)) throw Fallback{};
+  }
+  scan_document(doc, json, part.out);
+}
+
+// The file's parts, scanned (one part: the whole file in one pass); none when the scanner refuses the file.
+std::vector<Part> scan_file(const char *json, size_t length, size_t allocated, const std::vector<std::string> &categories,
+                            size_t part_bytes, int threads) {
+  size_t start = part_bytes && length > part_bytes ? events_array(json, length) : NOT_FOUND;
+  std::vector<size_t> at = start != NOT_FOUND ? cuts(json, length, start, part_bytes) : std::vector<size_t>();
+  if (!at.empty()) {
+    std::vector<Part> parts(at.size() + 1);
+    for (size_t i = 0; i < parts.size(); i++) {
+      parts[i].from = i ? at[i - 1] + 1 : 0;
+      parts[i].to = i < at.size() ? at[i] : length;
+      parts[i].first = i == 0;
+      parts[i].last = i == at.size();
+      parts[i].out.device_categories = categories;
+    }
+    if (scan_parts(json, parts, threads)) return parts;
+  }
+  std::vector<Part> whole(1);
+  whole[0].out.device_categories = categories;
+  try {
+    whole_file(json, length, allocated, whole[0]);
+  } catch (...) {  // Fallback, bad_alloc and the like: the reference reports what it can
+    return {};
+  }
+  return whole;
+}
+
+// -- to Python ------------------------------------------------------------------------------------
 
 PyObject *as_str(std::string_view s) { return PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "strict"); }
 
-PyObject *str_list(const std::vector<std::string_view> &items) {
+template <typename S>
+PyObject *str_list(const std::vector<S> &items) {
   PyObject *list = PyList_New((Py_ssize_t)items.size());
   if (!list) return nullptr;
   for (size_t i = 0; i < items.size(); i++) {
@@ -594,25 +782,98 @@ bool put(PyObject *dict, const char *key, PyObject *value) {
   return rc == 0;
 }
 
-PyObject *to_python(const Out &out) {
+// The parts' columns joined in file order: codes into the file's strings (numbered in order of first
+// sight, as one pass numbers them), event indexes and rare rows' positions counted from the file's start.
+struct Joined {
+  std::vector<Part> &parts;
+  Dict cats, names;
+  Ids ids;
+  std::vector<std::vector<int32_t>> cat_code, name_code, id_code;  // per part: its code -> the file's
+  std::vector<int64_t> events_before, rows_before;
+
+  explicit Joined(std::vector<Part> &p) : parts(p) {
+    int64_t events = 0, rows = 0;
+    for (Part &part : parts) {
+      Out &o = part.out;
+      cat_code.emplace_back();
+      for (std::string_view s : o.cats.items) cat_code.back().push_back(cats.code(s));
+      name_code.emplace_back();
+      for (std::string_view s : o.names.items) name_code.back().push_back(names.code(s));
+      id_code.emplace_back();
+      for (const auto &item : o.ids.items)
+        id_code.back().push_back(item.first ? ids.of_str(item.second.second) : ids.of_int(item.second.first));
+      events_before.push_back(events);
+      rows_before.push_back(rows);
+      events += o.num_events;
+      rows += (int64_t)o.index.size();
+    }
+  }
+
+  // One column of every part, each value through `f(part, position in the part's column, value)`, as
+  // bytes of native values; each part's column is freed once copied.
+  template <typename T, typename F>
+  PyObject *column(std::vector<T> Out::*member, F f) {
+    size_t total = 0;
+    for (Part &p : parts) total += (p.out.*member).size();
+    PyObject *b = PyBytes_FromStringAndSize(nullptr, (Py_ssize_t)(total * sizeof(T)));
+    if (!b) return nullptr;
+    T *dst = reinterpret_cast<T *>(PyBytes_AS_STRING(b));
+    for (size_t k = 0; k < parts.size(); k++) {
+      std::vector<T> &src = parts[k].out.*member;
+      for (size_t i = 0; i < src.size(); i++) *dst++ = f(k, i, src[i]);
+      std::vector<T>().swap(src);
+    }
+    return b;
+  }
+
+  template <typename T>
+  PyObject *column(std::vector<T> Out::*member) {
+    return column(member, [](size_t, size_t, T v) { return v; });
+  }
+
+  PyObject *codes(std::vector<int32_t> Out::*member, const std::vector<std::vector<int32_t>> &code) {
+    return column(member, [&code](size_t k, size_t, int32_t v) { return v < 0 ? v : code[k][(size_t)v]; });
+  }
+};
+
+PyObject *to_python(std::vector<Part> &parts) {
+  Joined j(parts);
+  Out head;  // the header's facts, from whichever part read them (a key in two parts was refused)
+  int64_t num_events = 0;
+  for (Part &p : parts) {
+    const Out &o = p.out;
+    num_events += o.num_events;
+    if (o.has_rank) head.has_rank = true, head.rank = o.rank;
+    if (o.has_world) head.has_world = true, head.world_size = o.world_size;
+    if (o.has_base) head.has_base = true, head.base_time = o.base_time;
+    if (o.has_backend) head.has_backend = true, head.backend = o.backend;
+    if (o.has_nccl) head.has_nccl = true, head.nccl_version = o.nccl_version;
+    if (o.has_host) head.has_host = true, head.host = o.host;
+    head.device_names.insert(head.device_names.end(), o.device_names.begin(), o.device_names.end());
+    head.fractional_ts |= o.fractional_ts;
+    head.device_category |= o.device_category;
+  }
   PyObject *d = PyDict_New();
   if (!d) return nullptr;
-  bool ok = put(d, "num_events", PyLong_FromLongLong(out.num_events)) && put(d, "index", as_bytes(out.index)) &&
-            put(d, "ts", as_bytes(out.ts)) && put(d, "dur", as_bytes(out.dur)) &&
-            put(d, "correlation", as_bytes(out.corr)) && put(d, "stream", as_bytes(out.stream)) &&
-            put(d, "device", as_bytes(out.device)) && put(d, "rare", as_bytes(out.rare)) &&
-            put(d, "cat", as_bytes(out.cat)) && put(d, "cats", str_list(out.cats.items)) &&
-            put(d, "name", as_bytes(out.name)) && put(d, "names", str_list(out.names.items)) &&
-            put(d, "pid", as_bytes(out.pid)) && put(d, "tid", as_bytes(out.tid)) &&
-            put(d, "ids", id_list(out.ids)) && put(d, "rank", opt_int_obj(out.has_rank, out.rank)) &&
-            put(d, "world_size", opt_int_obj(out.has_world, out.world_size)) &&
-            put(d, "backend", opt_str_obj(out.has_backend, out.backend)) &&
-            put(d, "nccl_version", opt_str_obj(out.has_nccl, out.nccl_version)) &&
-            put(d, "base_time_ns", opt_int_obj(out.has_base, out.base_time)) &&
-            put(d, "host", opt_str_obj(out.has_host, out.host)) &&
-            put(d, "device_names", str_list(out.device_names)) &&
-            put(d, "fractional_ts", PyBool_FromLong(out.fractional_ts)) &&
-            put(d, "device_category", PyBool_FromLong(out.device_category));
+  auto index = [&j](size_t k, size_t, int64_t v) { return v + j.events_before[k]; };
+  auto rare = [&j](size_t k, size_t i, int64_t v) { return i % 4 == 0 ? v + j.rows_before[k] : v; };
+  bool ok = put(d, "num_events", PyLong_FromLongLong(num_events)) && put(d, "index", j.column(&Out::index, index)) &&
+            put(d, "ts", j.column(&Out::ts)) && put(d, "dur", j.column(&Out::dur)) &&
+            put(d, "correlation", j.column(&Out::corr)) && put(d, "stream", j.column(&Out::stream)) &&
+            put(d, "device", j.column(&Out::device)) && put(d, "rare", j.column(&Out::rare, rare)) &&
+            put(d, "cat", j.codes(&Out::cat, j.cat_code)) && put(d, "cats", str_list(j.cats.items)) &&
+            put(d, "name", j.codes(&Out::name, j.name_code)) && put(d, "names", str_list(j.names.items)) &&
+            put(d, "pid", j.codes(&Out::pid, j.id_code)) && put(d, "tid", j.codes(&Out::tid, j.id_code)) &&
+            put(d, "ids", id_list(j.ids)) && put(d, "rank", opt_int_obj(head.has_rank, head.rank)) &&
+            put(d, "world_size", opt_int_obj(head.has_world, head.world_size)) &&
+            put(d, "backend", opt_str_obj(head.has_backend, head.backend)) &&
+            put(d, "nccl_version", opt_str_obj(head.has_nccl, head.nccl_version)) &&
+            put(d, "base_time_ns", opt_int_obj(head.has_base, head.base_time)) &&
+            put(d, "host", opt_str_obj(head.has_host, head.host)) &&
+            put(d, "device_names", str_list(head.device_names)) &&
+            put(d, "fractional_ts", PyBool_FromLong(head.fractional_ts)) &&
+            put(d, "device_category", PyBool_FromLong(head.device_category)) &&
+            put(d, "parts", PyLong_FromSize_t(parts.size()));
   if (!ok) {
     Py_DECREF(d);
     return nullptr;
@@ -621,14 +882,15 @@ PyObject *to_python(const Out &out) {
 }
 
 PyObject *scan(PyObject *, PyObject *args) {
-  // scan(buffer[, length[, device_categories]]): the JSON is the buffer's first `length` bytes (default:
-  // all of it); device_categories: what the "cat" pre-scan (device_category) looks for.  When the
-  // buffer holds SIMDJSON_PADDING readable bytes past `length`, simdjson reads it in place; otherwise it
-  // is copied into a padded string first (a second copy of the trace in memory).
+  // scan(buffer[, length[, device_categories[, part_bytes[, threads]]]]): the JSON is the buffer's first
+  // `length` bytes (default: all of it); device_categories: what the "cat" pre-scan (device_category)
+  // looks for; part_bytes: a file larger than this is scanned in parts of about this size (0: never),
+  // on `threads` threads.  When the buffer holds SIMDJSON_PADDING readable bytes past `length`, a
+  // one-pass scan reads it in place; otherwise it is copied into a padded string first.
   PyObject *arg, *categories = nullptr;
-  Py_ssize_t length = -1;
-  if (!PyArg_ParseTuple(args, "O|nO", &arg, &length, &categories)) return nullptr;
-  Out out;
+  Py_ssize_t length = -1, part_bytes = 0, threads = 1;
+  if (!PyArg_ParseTuple(args, "O|nOnn", &arg, &length, &categories, &part_bytes, &threads)) return nullptr;
+  std::vector<std::string> wanted;
   if (categories && categories != Py_None) {  // the device categories the "cat" pre-scan looks for
     PyObject *seq = PySequence_Fast(categories, "device categories: a sequence of str");
     if (!seq) return nullptr;
@@ -641,38 +903,25 @@ PyObject *scan(PyObject *, PyObject *args) {
       }
       std::string c(text, (size_t)size);
       for (char &ch : c) ch = ascii_lower(ch);
-      out.device_categories.push_back(std::move(c));
+      wanted.push_back(std::move(c));
     }
     Py_DECREF(seq);
   }
   Py_buffer view;
   if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) return nullptr;
   if (length < 0 || length > view.len) length = view.len;
-  const bool in_place = (size_t)(view.len - length) >= SIMDJSON_PADDING;
-  bool fallback = false;
-  ondemand::parser parser;
-  padded_string padded;
+  std::vector<Part> parts;
   Py_BEGIN_ALLOW_THREADS;
   try {
-    const char *json = static_cast<const char *>(view.buf);
-    ondemand::document doc;
-    if (in_place) {
-      if (parser.iterate(json, (size_t)length, (size_t)view.len).get(doc)) throw Fallback{};
-    } else {
-      padded = padded_string(json, (size_t)length);
-      json = padded.data();
-      if (parser.iterate(padded).get(doc)) throw Fallback{};
-    }
-    scan_document(doc, json, out);
-  } catch (Fallback &) {
-    fallback = true;
-  } catch (std::exception &) {  // bad_alloc and the like: the reference reports what it can
-    fallback = true;
+    parts = scan_file(static_cast<const char *>(view.buf), (size_t)length, (size_t)view.len, wanted,
+                      part_bytes > 0 ? (size_t)part_bytes : 0, threads > 1 ? (int)threads : 1);
+  } catch (std::exception &) {  // bad_alloc while setting up the parts
+    parts.clear();
   }
   Py_END_ALLOW_THREADS;
   PyBuffer_Release(&view);
-  if (fallback) Py_RETURN_NONE;
-  PyObject *result = to_python(out);
+  if (parts.empty()) Py_RETURN_NONE;
+  PyObject *result = to_python(parts);
   if (!result && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {  // cannot happen after the UTF-8 check
     PyErr_Clear();
     Py_RETURN_NONE;
@@ -682,7 +931,8 @@ PyObject *scan(PyObject *, PyObject *args) {
 
 PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data[, length[, device_categories]]) -> dict of columns of the trace's complete events, or None when the Python "
+     "scan(data[, length[, device_categories[, part_bytes[, threads]]]]) -> dict of columns of the trace's complete events, "
+     "or None when the Python "
      "extractor must read the file (anything unusual)."},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -706,8 +956,8 @@ PyMODINIT_FUNC PyInit__scan(void) {
   std::string version = std::to_string(SIMDJSON_VERSION_MAJOR) + "." + std::to_string(SIMDJSON_VERSION_MINOR) +
                         "." + std::to_string(SIMDJSON_VERSION_REVISION);
   // what scan() takes and returns, as pipeline/read/columns.py INTERFACE expects it: 2 = the device
-  // categories in, fractional_ts and device_category out
-  if (PyModule_AddIntConstant(m, "INTERFACE", 2) != 0) {
+  // categories in, fractional_ts and device_category out; 3 = part_bytes and threads in, parts out
+  if (PyModule_AddIntConstant(m, "INTERFACE", 3) != 0) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -33,11 +33,21 @@ first ingest on a machine, which sets the template up).
 
 Every scaletrace figure is given for both extractors (README, "The compiled
 extractor"): the compiled scanner and the reference (``SCALETRACE_EXTRACTOR=python``).
-Then one large trace (``--big-mb``, default 150 MB of JSON: a real GPU trace's
-events replicated with shifted timestamps, correlations and step numbers) is
-ingested by a single worker, against the single-process decode floor, with the
-time of each stage of the worker's parse (the sha256 runs in a thread beside the
-gunzip and the scan, as in the ingest: shown apart, not in the sum).
+Then one large trace (``--big-mb``, default 170 MB of JSON: a real GPU trace's
+events replicated with shifted timestamps, correlations and step numbers):
+
+* ingested as a user would, a whole ``scaletrace ingest`` process with every core
+  (its scan split across them: docs/ingest.md, "One large file"), ``--big-runs`` times,
+  against 177 MB/s (Perfetto's C++ importer on one core) and a peak RSS of 2 x the file
+  + 300 MB; with ``--baseline DIR`` (another checkout of scaletrace, built: the folder
+  that holds its ``pipeline/``), that version is timed in the same run, interleaved;
+* against the floors in the same run: read + msgspec's typed decode, and read +
+  simdjson's own parse (pysimdjson), each on one core;
+* ingested by a single worker per extractor, with the time of each stage of the
+  worker's parse (the sha256 runs in a thread beside the gunzip and the scan, as in
+  the ingest: shown apart, not in the sum).
+
+``--only-big`` skips everything before the large trace (the set, HTA, the fixed costs).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import gzip
 import json
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -139,8 +150,9 @@ def time_hta(runs: list[Path]) -> float:
 
 
 def time_scaletrace(paths: list[Path], db: Path, extractor: str = "compiled",
-                    workers: int | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of the largest process of one ingest."""
+                    workers: int | None = None, version: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of the largest process of one ingest; ``version``: the
+    scaletrace checkout to run (default: this one)."""
     code = ("import resource, sys; from scaletrace import ingest; "
             f"r = ingest(sys.argv[1:-1], db=sys.argv[-1], workers={workers!r}); "
             "assert not r.errors, [o.line() for o in r.errors]; "
@@ -148,11 +160,19 @@ def time_scaletrace(paths: list[Path], db: Path, extractor: str = "compiled",
             # benchmark's own size at the fork (it holds the large trace's events while building it)
             "hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]); "
             "print(max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
-    env = {**os.environ, "SCALETRACE_EXTRACTOR": EXTRACTORS[extractor]}
+    env = {**os.environ, "SCALETRACE_EXTRACTOR": EXTRACTORS[extractor],
+           **({"PYTHONPATH": str(package_root(version))} if version else {})}
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, *map(str, paths), str(db)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", code, *map(str, paths), str(db)], cwd=version or ROOT,
                          capture_output=True, text=True, check=True, env=env)
     return time.perf_counter() - start, int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def package_root(checkout: Path) -> Path:
+    """A folder from which ``import scaletrace`` loads ``checkout`` (a link named scaletrace to it)."""
+    root = Path(tempfile.mkdtemp(prefix="scaletrace-baseline-"))
+    (root / "scaletrace").symlink_to(checkout.resolve())
+    return root
 
 
 def time_cli(paths: list[Path], db: Path, cache: Path | None = None) -> float:
@@ -284,18 +304,78 @@ def time_stages(path: Path, extractor: str) -> dict:
 
 
 def floor_big(path: Path) -> float:
-    data = path.read_bytes()
     start = time.perf_counter()
-    doc = FLOOR.decode(data)
+    doc = FLOOR.decode(path.read_bytes())
     assert doc.traceEvents
     return time.perf_counter() - start
 
 
-def big_trace(traces: Path, tmp: Path, min_mb: int) -> None:
-    """Single-worker ingest of one large trace, per extractor, against the decode floor."""
+def physical_big(path: Path) -> float | None:
+    """Read + simdjson's own parse of the file on one core, or None without pysimdjson."""
+    try:
+        import simdjson
+    except ImportError:
+        return None
+    start = time.perf_counter()
+    simdjson.Parser().parse(path.read_bytes())
+    return time.perf_counter() - start
+
+
+PERFETTO_MB_S = 177  # Perfetto's C++ JSON importer, one core (the design brief's target)
+
+
+def whole_big(path: Path, tmp: Path, mb: float, runs: int, baseline: Path | None, small_run: Path) -> None:
+    """The large trace ingested as a user would (every core), this version and ``baseline``
+    interleaved, with both floors measured between them.  Each version first ingests ``small_run``
+    untimed: its template for new databases is then set up, as for the other figures."""
+    versions = {"this version": None, **({f"baseline ({baseline})": baseline} if baseline else {})}
+    for version in versions.values():
+        time_scaletrace([small_run], tmp / f"warm-{version is None}.duckdb", version=version)
+    times: dict[str, list[float]] = {v: [] for v in versions}
+    rss: dict[str, list[float]] = {v: [] for v in versions}
+    floors: dict[str, list[float]] = {"read + msgspec typed decode": [], "read + simdjson parse": []}
+    cpu: dict[str, list[float]] = {v: [] for v in versions}  # user + system seconds of all its processes
+    for k in range(runs):
+        for label, version in versions.items():
+            db = tmp / f"whole-{k}-{len(times[label])}-{version is None}.duckdb"
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t, r = time_scaletrace([path.parent], db, version=version)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[label].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            times[label].append(t)
+            rss[label].append(r)
+            db.unlink()
+        floors["read + msgspec typed decode"].append(floor_big(path))
+        physical = physical_big(path)
+        if physical is not None:
+            floors["read + simdjson parse"].append(physical)
+    budget = 2 * mb + 300
+    print(f"  whole `scaletrace ingest` process, every core ({len(os.sched_getaffinity(0))}), {runs} runs interleaved "
+          f"(target {PERFETTO_MB_S} MB/s, peak RSS <= {budget:.0f} MB):")
+    for label in versions:
+        ts = sorted(times[label])
+        median = ts[len(ts) // 2]
+        print(f"    {label:40s} " + " / ".join(f"{t:.2f}" for t in times[label])
+              + f" s; median {median:.2f} s {mb / median:6.1f} MB/s ({mb / median / PERFETTO_MB_S:.2f} x the target); "
+              f"peak RSS {min(rss[label]):.0f}-{max(rss[label]):.0f} MB; CPU "
+              + " / ".join(f"{c:.2f}" for c in cpu[label]) + " s")
+    if baseline:
+        ratios = [b / t for t, b in zip(times["this version"], times[f"baseline ({baseline})"])]
+        print("    baseline / this version, run by run: " + " / ".join(f"{r:.2f}" for r in ratios))
+    for label, ts in floors.items():
+        if ts:
+            print(f"    floor, {label + ' (one core)':38s} " + " / ".join(f"{t:.2f}" for t in ts)
+                  + f" s; best {mb / min(ts):6.1f} MB/s")
+
+
+def big_trace(traces: Path, tmp: Path, min_mb: int, runs: int = 3, baseline: Path | None = None) -> None:
+    """One large trace: whole processes on every core (against the baseline and the floors), then a
+    single worker per extractor with its parse's stages."""
     path = tmp / "big" / "rank0.json"
     mb = build_big(traces / BIG_SOURCE, path, min_mb * 1_000_000) / 1e6
-    print(f"\nlarge trace: {mb:.1f} MB JSON ({BIG_SOURCE} replicated), one worker")
+    print(f"\nlarge trace: {mb:.1f} MB JSON ({BIG_SOURCE} replicated)")
+    whole_big(path, tmp, mb, runs, baseline, traces / SMALL_RUNS[0])
+    print("  one worker:")
     t_floor = floor_big(path)
     print(f"  decode floor (msgspec typed events, in process): {t_floor:6.2f} s {mb / t_floor:7.1f} MB/s")
     for extractor in EXTRACTORS:
@@ -315,7 +395,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
-    parser.add_argument("--big-mb", type=int, default=150, help="size of the large trace (0: skip it)")
+    parser.add_argument("--big-mb", type=int, default=170, help="size of the large trace (0: skip it)")
+    parser.add_argument("--big-runs", type=int, default=3, help="whole-process ingests of the large trace")
+    parser.add_argument("--baseline", type=Path, help="another scaletrace checkout, timed beside this one on the "
+                                                      "large trace")
+    parser.add_argument("--only-big", action="store_true", help="the large trace only")
     parser.add_argument("--small-copies", type=int, default=20, help="copies of each small run for the many-runs case")
     args = parser.parse_args()
     workers = len(os.sched_getaffinity(0))
@@ -326,6 +410,9 @@ def main() -> None:
         os.environ["SCALETRACE_CACHE_DIR"] = str(tmp / "cache")
         from scaletrace.pipeline.store import template
         template.place(tmp / "warm-up.duckdb")
+        if args.only_big:
+            big_trace(args.traces, tmp, args.big_mb, args.big_runs, args.baseline)
+            return
         runs = build_set(args.traces, tmp / "set", args.copies)
         files = sorted(p for r in runs for p in r.iterdir())
         largest = max(len(gzip.decompress(f.read_bytes())) for f in files) / 1e6
@@ -354,7 +441,7 @@ def main() -> None:
                   f"(largest file {largest:.1f} MB JSON)")
         fixed_costs(args.traces, tmp, runs, tmp / "bench-compiled.duckdb", args.small_copies)
         if args.big_mb:
-            big_trace(args.traces, tmp, args.big_mb)
+            big_trace(args.traces, tmp, args.big_mb, args.big_runs, args.baseline)
 
 if __name__ == "__main__":
     main()
