@@ -91,6 +91,22 @@ def test_png_and_svg_for_papers(sweep_db, tmp_path):
     assert (tmp_path / "svg" / "mfu.svg").read_text().lstrip().startswith("<svg")
 
 
+def test_png_export_rasterizes_the_pages_svgs(sweep_db, tmp_path, static_svgs, monkeypatch):
+    """With the page's SVG fallbacks drawn, --png rasterizes them instead of rendering each chart a
+    second time, and gets the bytes that rendering the chart's spec gives (what it wrote before)."""
+    import vl_convert
+
+    rendered, real = [], vl_convert.vegalite_to_png
+    monkeypatch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
+    result = build_report(sweep_db, tmp_path / "r.html", png_dir=tmp_path / "png")
+    assert rendered == []
+    monkeypatch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
+    build_report(sweep_db, tmp_path / "r2.html", png_dir=tmp_path / "spec")
+    assert len(rendered) == len(result.charts)
+    for key in result.charts:
+        assert (tmp_path / "png" / f"{key}.png").read_bytes() == (tmp_path / "spec" / f"{key}.png").read_bytes()
+
+
 def test_trace_names_cannot_inject_markup(tmp_path):
     spec = SynthRun("evil-run", ranks=2, steps=1, workload=EVIL, kernel_prefix=EVIL, pg_prefix=EVIL)
     run = write_run(tmp_path, spec)
