@@ -27,6 +27,34 @@ US = 1000  # ns per µs
 AR_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
+class _Recorder:
+    """A rank's events as a generator writes them: runtime calls numbered by correlation id, and the
+    kernels they launched."""
+
+    def __init__(self):
+        self.events, self.corr = [], 0
+
+    def call(self, name, ts, dur) -> int:
+        self.corr += 1
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                            "dur": dur, "args": {"correlation": self.corr}})
+        return self.corr
+
+    def kernel(self, name, ts, dur, stream, c, **args) -> None:
+        self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts,
+                            "dur": dur, "args": {"device": 0, "stream": stream, "correlation": c, **args}})
+
+
+def _write_run(run: Path, ranks: int, events) -> Path:
+    run.mkdir(parents=True)
+    for r in range(ranks):
+        doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+               "distributedInfo": {"rank": r, "world_size": ranks, "backend": "nccl"},
+               "traceEvents": events(r)}
+        (run / f"rank{r}.json").write_text(json.dumps(doc))
+    return run
+
+
 @dataclass
 class Scenario:
     """Times in µs.  Rank r launches its first kernel host_us[r] after its step starts."""
@@ -70,19 +98,8 @@ class Scenario:
         return out
 
     def events(self, rank):
-        ev = []
-        corr = 0
-
-        def call(name, ts, dur):
-            nonlocal corr
-            corr += 1
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                       "args": {"correlation": corr}})
-            return corr
-
-        def kernel(name, ts, dur, stream, c, **args):
-            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                       "args": {"device": 0, "stream": stream, "correlation": c, **args}})
+        rec = _Recorder()
+        ev, call, kernel = rec.events, rec.call, rec.kernel
 
         for step in range(self.steps):
             t = self.times(step)[rank]
@@ -100,14 +117,7 @@ class Scenario:
         return ev
 
     def write(self, root: Path, name: str) -> Path:
-        run = root / name
-        run.mkdir(parents=True)
-        for r in range(self.ranks):
-            doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
-                   "distributedInfo": {"rank": r, "world_size": self.ranks, "backend": "nccl"},
-                   "traceEvents": self.events(r)}
-            (run / f"rank{r}.json").write_text(json.dumps(doc))
-        return run
+        return _write_run(root / name, self.ranks, self.events)
 
 
 def _paths(tmp_path, scenario: Scenario):
@@ -713,18 +723,8 @@ class SlowRankSweep:
         return max(self.arrival(r) for r in range(self.ranks)) + self.transfer_us + 2 + self.tail_us
 
     def events(self, rank: int) -> list[dict]:
-        ev, corr = [], 0
-
-        def call(name, ts, dur):
-            nonlocal corr
-            corr += 1
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                       "args": {"correlation": corr}})
-            return corr
-
-        def kernel(name, ts, dur, stream, c, **args):
-            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                       "args": {"device": 0, "stream": stream, "correlation": c, **args}})
+        rec = _Recorder()
+        ev, call, kernel = rec.events, rec.call, rec.kernel
 
         span = self.step_us()
         last = max(self.arrival(r) for r in range(self.ranks))
@@ -755,14 +755,7 @@ class SlowRankSweep:
         return ev
 
     def write(self, root: Path) -> Path:
-        run = root / f"slow-{self.wait}-{self.ranks}"
-        run.mkdir(parents=True)
-        for r in range(self.ranks):
-            doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
-                   "distributedInfo": {"rank": r, "world_size": self.ranks, "backend": "nccl"},
-                   "traceEvents": self.events(r)}
-            (run / f"rank{r}.json").write_text(json.dumps(doc))
-        return run
+        return _write_run(root / f"slow-{self.wait}-{self.ranks}", self.ranks, self.events)
 
 
 @pytest.mark.parametrize("wait", ["sync", "collective", "launch"])
