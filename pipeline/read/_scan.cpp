@@ -541,9 +541,13 @@ void scan_document(ondemand::document &doc, const char *base, Out &out) {
 
 // -- to Python ------------------------------------------------------------------------------------
 
+// A column's bytes, its vector freed at once: a trace's columns then never exist twice in full (the
+// vectors, up to 2 x their size while they grow, and their copies), only one column at a time.
 template <typename T>
-PyObject *as_bytes(const std::vector<T> &v) {
-  return PyBytes_FromStringAndSize(reinterpret_cast<const char *>(v.data()), (Py_ssize_t)(v.size() * sizeof(T)));
+PyObject *as_bytes(std::vector<T> &v) {
+  PyObject *bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(v.data()), (Py_ssize_t)(v.size() * sizeof(T)));
+  std::vector<T>().swap(v);
+  return bytes;
 }
 
 PyObject *as_str(std::string_view s) { return PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "strict"); }
@@ -594,7 +598,7 @@ bool put(PyObject *dict, const char *key, PyObject *value) {
   return rc == 0;
 }
 
-PyObject *to_python(const Out &out) {
+PyObject *to_python(Out &out) {
   PyObject *d = PyDict_New();
   if (!d) return nullptr;
   bool ok = put(d, "num_events", PyLong_FromLongLong(out.num_events)) && put(d, "index", as_bytes(out.index)) &&

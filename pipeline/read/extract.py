@@ -72,6 +72,15 @@ class Extracted:
     def tables(self) -> dict[str, pa.Table]:
         return {name: getattr(self, name) for name in self.TABLES}
 
+    def __reduce__(self):
+        """Pickled (a parse worker's result) with each table as a compressed Arrow IPC stream
+        (``arrays.packed``): a copy of ~0.15 × the tables, not two of their whole size."""
+        return _unpickled, (self.meta, tuple(arrays.packed(getattr(self, name)) for name in self.TABLES))
+
+
+def _unpickled(meta: TraceMeta, packed: tuple[bytes, ...]) -> Extracted:
+    return Extracted(meta, **{name: arrays.unpacked(data) for name, data in zip(Extracted.TABLES, packed)})
+
 
 def _int(value, what: str, index: int) -> int | None:
     value = columns.to_int(value, what, index)
