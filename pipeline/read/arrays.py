@@ -135,14 +135,24 @@ def valid(column) -> np.ndarray:
 _CODEC = "lz4" if pa.Codec.is_available("lz4") else None
 
 
-def packed(table: pa.Table) -> bytes:
-    """``table`` as one Arrow IPC stream (compressed: ``_CODEC``), for :func:`unpacked`."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=_CODEC)) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+class Packed:
+    """A table as one Arrow IPC stream (compressed: ``_CODEC``), with the size of its buffers."""
 
+    __slots__ = ("data", "nbytes")
 
-def unpacked(data: bytes) -> pa.Table:
-    """The table :func:`packed` wrote (types, dictionaries and chunks as they were)."""
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    def __init__(self, table: pa.Table):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=_CODEC)) as writer:
+            writer.write_table(table)
+        self.data = sink.getvalue().to_pybytes()
+        self.nbytes = table.get_total_buffer_size()  # what it takes unpacked
+
+    def __getstate__(self):
+        return self.data, self.nbytes
+
+    def __setstate__(self, state):
+        self.data, self.nbytes = state
+
+    def unpack(self) -> pa.Table:
+        """The table (types, dictionaries and chunks as they were), a new copy each call."""
+        return pa.ipc.open_stream(pa.py_buffer(self.data), options=pa.ipc.IpcReadOptions(use_threads=False)).read_all()

@@ -69,17 +69,33 @@ class Extracted:
 
     TABLES: ClassVar[tuple[str, ...]] = PER_TRACE_TABLES
 
+    # A parse worker's result is pickled with each table packed (arrays.Packed: a compressed Arrow IPC
+    # stream, ~0.15 x its size for the CPU-op mixes), and the writing process keeps it packed until it
+    # inserts it, one table at a time (table()).  Pickled as they were, the tables were copied whole
+    # into one growing pickle in the worker (~2 x them for a moment) and received whole beside the
+    # tables they became in the writing process (docs: Robustness, "Memory").
+    def table(self, name: str) -> pa.Table:
+        """The table ``name``; a packed one is unpacked at each call (the caller drops it once used)."""
+        value = getattr(self, name)
+        return value.unpack() if isinstance(value, arrays.Packed) else value
+
     def tables(self) -> dict[str, pa.Table]:
-        return {name: getattr(self, name) for name in self.TABLES}
+        return {name: self.table(name) for name in self.TABLES}
+
+    def nbytes(self) -> int:
+        """The tables' buffers, packed or not, as they take memory once unpacked."""
+        return sum(v.nbytes if isinstance(v, arrays.Packed) else v.get_total_buffer_size()
+                   for v in map(functools.partial(getattr, self), self.TABLES))
 
     def __reduce__(self):
-        """Pickled (a parse worker's result) with each table as a compressed Arrow IPC stream
-        (``arrays.packed``): a copy of ~0.15 × the tables, not two of their whole size."""
-        return _unpickled, (self.meta, tuple(arrays.packed(getattr(self, name)) for name in self.TABLES))
+        packed = tuple(v if isinstance(v, arrays.Packed) else arrays.Packed(v)
+                       for v in map(functools.partial(getattr, self), self.TABLES))
+        return _received, (self.meta, packed)
 
 
-def _unpickled(meta: TraceMeta, packed: tuple[bytes, ...]) -> Extracted:
-    return Extracted(meta, **{name: arrays.unpacked(data) for name, data in zip(Extracted.TABLES, packed)})
+def _received(meta: TraceMeta, packed: tuple) -> Extracted:
+    """An unpickled Extracted: its tables stay packed until :meth:`Extracted.table` is called."""
+    return Extracted(meta, **dict(zip(Extracted.TABLES, packed)))
 
 
 def _int(value, what: str, index: int) -> int | None:
