@@ -335,7 +335,7 @@ def _union_tables(device: pa.Table, collectives: pa.Table, span_start: np.ndarra
     step = device["step"]
     has_step = arrays.valid(step)
     steps = np.where(has_step, arrays.values(step), 0)
-    rows, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
+    unions, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
     exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
         "collectives": collectives.append_column("exposed_ns", _int64(exposed))
@@ -343,11 +343,11 @@ def _union_tables(device: pa.Table, collectives: pa.Table, span_start: np.ndarra
                                   .append_column("dur_ns", _int64(span_end - span_start))
                                   .append_column("ordinal", _ordinals(collectives, span_start)),
         "interval_unions": pa.table({
-            "step": _ints([r[0] for r in rows]),
-            "set_name": _text([r[1] for r in rows]),
-            "union_ns": _ints([r[2] for r in rows]),
-            "first_ns": _ints([r[3] for r in rows]),
-            "last_ns": _ints([r[4] for r in rows]),
+            "step": arrays.numeric(unions.step, unions.has_step),
+            "set_name": arrays.decoded(unions.set_code, list(intervals.SET_NAMES)),
+            "union_ns": _int64(unions.union_ns),
+            "first_ns": _int64(unions.first_ns),
+            "last_ns": _int64(unions.last_ns),
         }),
         "compute_islands": pa.table({"start_ns": _int64(isl_start), "end_ns": _int64(isl_end)}),
     }
