@@ -231,12 +231,14 @@ def _parse(held: list, limit: int, pad: int, rules: tuple[Rule, ...], keep_pytho
     are set by the caller)."""
     import pyarrow as pa
 
+    from scaletrace.pipeline.execute.workers import fit_heap
     from scaletrace.pipeline.read.extract import scan_or_decode
 
     try:
         data = unpack(held[0], limit, TRACE_LIMIT, check_utf8=False, pad=pad)  # scan_or_decode checks
         held.clear()
         json_bytes = len(data)
+        fit_heap(json_bytes)
         classifier = _classifier(rules)
         # the compiled scanner's columns (read in place from the padded buffer), or msgspec's decode (the reference)
         doc = scan_or_decode(data, utf8_checked=False, buffer=data.obj if pad else None,

@@ -265,7 +265,9 @@ def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool
 
 
 def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extracted:
-    """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow)."""
+    """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow).  The kept
+    columns are released (``kept`` emptied) once the tables that read them are made: the interval
+    unions, the last and largest step, run without them."""
     dev, cpu, vocab = kept.dev, kept.cpu, kept.vocab
     for side in (dev, cpu):
         _check_computable(side, vocab)
@@ -276,10 +278,12 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
         device, collectives, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
     else:
         device, collectives, spans = _cpu_tables(cpu, vocab, steps, classifier)
+    cpu_events = _cpu_table(cpu, vocab, cpu_only=not len(dev))
+    kept.dev = kept.cpu = dev = cpu = None
     return Extracted(
         meta=meta,
         device_events=device,
-        cpu_events=_cpu_table(cpu, vocab, cpu_only=not len(dev)),
+        cpu_events=cpu_events,
         steps=pa.table({
             "step": _ints([r[0] for r in steps.rows]),
             "ts_ns": _ints([r[1] for r in steps.rows]),
