@@ -142,7 +142,7 @@ class Packed:
 
     def __init__(self, table: pa.Table):
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=_CODEC)) as writer:
+        with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=_CODEC, use_threads=False)) as writer:
             writer.write_table(table)
         self.data = sink.getvalue().to_pybytes()
         self.nbytes = table.get_total_buffer_size()  # what it takes unpacked
