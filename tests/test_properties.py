@@ -30,7 +30,7 @@ def windows(events: list[tuple[str, int, int, int | None]]) -> dict:
     ends = starts + np.array([d for _, _, d, _ in events], dtype=np.int64)
     has_step = np.array([s is not None for *_, s in events], dtype=bool)
     steps = np.array([s or 0 for *_, s in events], dtype=np.int64)
-    rows, _ = intervals.window_unions(kinds, starts, ends, steps, has_step)
+    rows = intervals.window_unions(kinds, starts, ends, steps, has_step)[0].rows()
     con = duckdb.connect()
     con.execute(SCHEMA_SQL.read_text())
     definitions.register(con)
@@ -118,7 +118,7 @@ def test_per_step_unions_match_point_sets(events):
     ends = starts + np.array([d for _, _, d, _ in events], dtype=np.int64)
     has_step = np.array([s is not None for *_, s in events])
     steps = np.array([s or 0 for *_, s in events], dtype=np.int64)
-    rows, _ = intervals.window_unions(kinds, starts, ends, steps, has_step)
+    rows = intervals.window_unions(kinds, starts, ends, steps, has_step)[0].rows()
     got = {(step, name): union for step, name, union, _, _ in rows}
     for step in {s for *_, s in events if s is not None}:
         mine = [e for e in events if e[3] == step]

@@ -129,7 +129,8 @@ def part_path(out: Path, table: str, run_id: str, rank: int, tid: int) -> Path:
 
 def write_parts(out: Path, trace: store.TraceRow, tid: int, ex: Extracted) -> None:
     """One Parquet part per non-empty table of the trace; the partition keys live in the path."""
-    for table, rows in ex.tables().items():
+    for table in ex.TABLES:
+        rows = ex.table(table)  # one table unpacked at a time (Extracted.table)
         if not rows.num_rows:
             continue
         columns = {"trace_id": pa.repeat(pa.scalar(tid, pa.int64()), rows.num_rows)}

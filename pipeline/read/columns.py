@@ -97,7 +97,10 @@ class Side:
         return len(self.index)
 
     def take(self, positions: np.ndarray) -> "Side":
-        """The rows at ``positions`` (sorted), args and shapes renumbered."""
+        """The rows at ``positions`` (sorted, distinct), args and shapes renumbered; this side itself
+        when they are all its rows (a CPU-only trace keeps every event: no second copy of them)."""
+        if len(positions) == len(self):
+            return self
         return Side(*(getattr(self, n)[positions] for n in _ARRAYS),
                     args=_renumber(self.args, positions), shapes=_renumber(self.shapes, positions))
 
@@ -309,9 +312,12 @@ class Scanned:
         self.prescans = (header["fractional_ts"], header["device_category"])
 
     def kept(self, device_cats: frozenset, keep_python: bool, gpu_trace: bool) -> Kept:
-        dev, cpu = select(self.every, self.vocab, device_cats, keep_python, gpu_trace)
+        """The kept events; this document keeps its header only (once: every event's columns are
+        released to the kept sides, not held beside them through stage 2)."""
+        every, self.every = self.every, None
+        dev, cpu = select(every, self.vocab, device_cats, keep_python, gpu_trace)
         if gpu_trace and not len(dev):  # as the reference: keep CPU lanes
-            dev, cpu = select(self.every, self.vocab, device_cats, keep_python, gpu_trace=False)
+            dev, cpu = select(every, self.vocab, device_cats, keep_python, gpu_trace=False)
         return Kept(self.vocab, dev, cpu, self.num_events, self)
 
 

@@ -69,8 +69,33 @@ class Extracted:
 
     TABLES: ClassVar[tuple[str, ...]] = PER_TRACE_TABLES
 
+    # A parse worker's result is pickled with each table packed (arrays.Packed: a compressed Arrow IPC
+    # stream, ~0.15 x its size for the CPU-op mixes), and the writing process keeps it packed until it
+    # inserts it, one table at a time (table()).  Pickled as they were, the tables were copied whole
+    # into one growing pickle in the worker (~2 x them for a moment) and received whole beside the
+    # tables they became in the writing process (docs: Robustness, "Memory").
+    def table(self, name: str) -> pa.Table:
+        """The table ``name``; a packed one is unpacked at each call (the caller drops it once used)."""
+        value = getattr(self, name)
+        return value.unpack() if isinstance(value, arrays.Packed) else value
+
     def tables(self) -> dict[str, pa.Table]:
-        return {name: getattr(self, name) for name in self.TABLES}
+        return {name: self.table(name) for name in self.TABLES}
+
+    def nbytes(self) -> int:
+        """The tables' buffers, packed or not, as they take memory once unpacked."""
+        return sum(v.nbytes if isinstance(v, arrays.Packed) else v.get_total_buffer_size()
+                   for v in map(functools.partial(getattr, self), self.TABLES))
+
+    def __reduce__(self):
+        packed = tuple(v if isinstance(v, arrays.Packed) else arrays.Packed(v)
+                       for v in map(functools.partial(getattr, self), self.TABLES))
+        return _received, (self.meta, packed)
+
+
+def _received(meta: TraceMeta, packed: tuple) -> Extracted:
+    """An unpickled Extracted: its tables stay packed until :meth:`Extracted.table` is called."""
+    return Extracted(meta, **dict(zip(Extracted.TABLES, packed)))
 
 
 def _int(value, what: str, index: int) -> int | None:
@@ -240,7 +265,9 @@ def scan_or_decode(data: bytes, extractor: str | None = None, utf8_checked: bool
 
 
 def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extracted:
-    """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow)."""
+    """Stage 2: the tables, from the kept columns (per-distinct decisions, numpy / Arrow).  The kept
+    columns are released (``kept`` emptied) once the tables that read them are made: the interval
+    unions, the last and largest step, run without them."""
     dev, cpu, vocab = kept.dev, kept.cpu, kept.vocab
     for side in (dev, cpu):
         _check_computable(side, vocab)
@@ -251,10 +278,12 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
         device, collectives, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
     else:
         device, collectives, spans = _cpu_tables(cpu, vocab, steps, classifier)
+    cpu_events = _cpu_table(cpu, vocab, cpu_only=not len(dev))
+    kept.dev = kept.cpu = dev = cpu = None
     return Extracted(
         meta=meta,
         device_events=device,
-        cpu_events=_cpu_table(cpu, vocab, cpu_only=not len(dev)),
+        cpu_events=cpu_events,
         steps=pa.table({
             "step": _ints([r[0] for r in steps.rows]),
             "ts_ns": _ints([r[1] for r in steps.rows]),
@@ -310,7 +339,7 @@ def _union_tables(device: pa.Table, collectives: pa.Table, span_start: np.ndarra
     step = device["step"]
     has_step = arrays.valid(step)
     steps = np.where(has_step, arrays.values(step), 0)
-    rows, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
+    unions, (isl_start, isl_end) = intervals.window_unions(kinds, starts, ends, steps, has_step)
     exposed = intervals.exposed(span_start, span_end, isl_start, isl_end)
     return {
         "collectives": collectives.append_column("exposed_ns", _int64(exposed))
@@ -318,11 +347,11 @@ def _union_tables(device: pa.Table, collectives: pa.Table, span_start: np.ndarra
                                   .append_column("dur_ns", _int64(span_end - span_start))
                                   .append_column("ordinal", _ordinals(collectives, span_start)),
         "interval_unions": pa.table({
-            "step": _ints([r[0] for r in rows]),
-            "set_name": _text([r[1] for r in rows]),
-            "union_ns": _ints([r[2] for r in rows]),
-            "first_ns": _ints([r[3] for r in rows]),
-            "last_ns": _ints([r[4] for r in rows]),
+            "step": arrays.numeric(unions.step, unions.has_step),
+            "set_name": arrays.decoded(unions.set_code, list(intervals.SET_NAMES)),
+            "union_ns": _int64(unions.union_ns),
+            "first_ns": _int64(unions.first_ns),
+            "last_ns": _int64(unions.last_ns),
         }),
         "compute_islands": pa.table({"start_ns": _int64(isl_start), "end_ns": _int64(isl_end)}),
     }

@@ -15,6 +15,8 @@ and per column, whatever the trace's size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scaletrace.pipeline.read.vocabulary import KINDS
@@ -71,33 +73,64 @@ def grouped_islands(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return gi, s[first] - shift[first], np.maximum.reduceat(e, first) - shift[first]
 
 
+SET_NAMES = tuple(SETS)
+
+
+@dataclass
+class Unions:
+    """Rows (step, set, union_ns, first_ns, last_ns) as columns: a ProfilerStep per kernel makes
+    several rows per event, which as Python tuples took ~10 times the memory of the trace's JSON."""
+
+    step: np.ndarray  # int64: the step number, where has_step
+    has_step: np.ndarray  # bool: False on the whole trace's rows
+    set_code: np.ndarray  # int8 index into SET_NAMES
+    union_ns: np.ndarray
+    first_ns: np.ndarray
+    last_ns: np.ndarray
+
+    def rows(self) -> list[tuple]:
+        """(step or None, set_name, union_ns, first_ns, last_ns) per row."""
+        steps = [s if h else None for s, h in zip(self.step.tolist(), self.has_step.tolist())]
+        names = [SET_NAMES[c] for c in self.set_code.tolist()]
+        return list(zip(steps, names, self.union_ns.tolist(), self.first_ns.tolist(), self.last_ns.tolist()))
+
+
 def window_unions(kinds: np.ndarray, starts: np.ndarray, ends: np.ndarray, steps: np.ndarray,
-                  has_step: np.ndarray):
-    """Rows (step, set_name, union_ns, first_ns, last_ns), step None = whole trace, and the
-    whole trace's compute islands (start and end arrays).
+                  has_step: np.ndarray) -> tuple[Unions, tuple[np.ndarray, np.ndarray]]:
+    """Each window's row per set (the whole trace's, then each step's, set by set), and the whole
+    trace's compute islands (start and end arrays).
 
     kinds: kind index per event (into KINDS); steps / has_step: the event's window."""
-    rows = []
+    parts = []  # (step, has_step, set code, union, first, last) arrays, one whole-trace and one per-step part a set
     compute = (starts[:0], ends[:0])
     step_values, step_group = np.unique(steps[has_step], return_inverse=True)
-    for set_name, members in SETS.items():
+    step_group = step_group.reshape(-1)
+    for code, (set_name, members) in enumerate(SETS.items()):
         in_set = np.isin(kinds, [KINDS.index(k) for k in members])
         if not in_set.any():
             continue
         _, s, e = grouped_islands(np.zeros(int(in_set.sum()), dtype=np.int64), starts[in_set], ends[in_set])
         if set_name == "compute":
             compute = (s, e)
-        rows.append((None, set_name, int((e - s).sum()), int(s[0]), int(e.max())))
+        parts.append((np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool), code, [int((e - s).sum())], s[:1],
+                      [int(e.max())]))
         stepped = in_set[has_step]
         if not stepped.any():
             continue
         g, s, e = grouped_islands(step_group[stepped], starts[has_step][stepped], ends[has_step][stepped])
         bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        totals = np.add.reduceat(e - s, bounds)
-        lasts = np.maximum.reduceat(e, bounds)
-        for b, total, last in zip(bounds.tolist(), totals.tolist(), lasts.tolist()):
-            rows.append((int(step_values[g[b]]), set_name, total, int(s[b]), last))
-    return rows, compute
+        parts.append((step_values[g[bounds]], np.ones(len(bounds), dtype=bool), code,
+                      np.add.reduceat(e - s, bounds), s[bounds], np.maximum.reduceat(e, bounds)))
+    return _joined(parts), compute
+
+
+def _joined(parts: list) -> Unions:
+    column = lambda i, dtype: np.concatenate([np.asarray(p[i], dtype=dtype) for p in parts])  # noqa: E731
+    if not parts:
+        return Unions(*(np.zeros(0, dtype=t) for t in (np.int64, bool, np.int8, np.int64, np.int64, np.int64)))
+    codes = np.concatenate([np.full(len(p[1]), p[2], dtype=np.int8) for p in parts])
+    return Unions(column(0, np.int64), column(1, bool), codes, column(3, np.int64), column(4, np.int64),
+                  column(5, np.int64))
 
 
 def exposed(spans_start: np.ndarray, spans_end: np.ndarray, isl_start: np.ndarray,

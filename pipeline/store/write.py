@@ -130,7 +130,7 @@ def append_rows(con, parts: list[tuple[int, TraceRow, Extracted]]) -> None:
     import pyarrow as pa  # loaded with the parse: an ingest that parses nothing never needs it
 
     for table in PER_TRACE_TABLES:
-        pieces = [_keyed(getattr(ex, table), trace_id, trace) for trace_id, trace, ex in parts]
+        pieces = [_keyed(ex.table(table), trace_id, trace) for trace_id, trace, ex in parts]  # one table at a time
         pieces = [piece for piece in pieces if piece.num_rows]
         if not pieces:
             continue
@@ -139,11 +139,9 @@ def append_rows(con, parts: list[tuple[int, TraceRow, Extracted]]) -> None:
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # parts that no common schema holds: one insert each
             joined = pieces
         for arrow in joined:
-            con.register("_incoming", arrow)
-            try:
-                con.execute(f"INSERT INTO {table} SELECT * FROM _incoming")
-            finally:
-                con.unregister("_incoming")
+            # a relation over the table, not a registered view: DuckDB holds a registered object until
+            # the transaction ends, so a batch's tables were all in memory at its COMMIT
+            con.from_arrow(arrow).insert_into(table)
 
 
 def _keyed(arrow: pa.Table, trace_id: int, trace: TraceRow) -> pa.Table:
