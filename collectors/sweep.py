@@ -24,7 +24,9 @@ matrix value, ``{workload}``, ``{run_dir}`` or ``{run_id}``.  A run that exits
 ``force``; a job that cannot run a combination writes its reason into
 ``{run_dir}/.scaletrace-not-applicable`` and exits 0 (torchrun turns other exit
 codes into 1); any other exit is a failure, with the job's last error line
-from ``launch.log`` as the reason.
+from ``launch.log`` as the reason.  When every run's launcher is scaletrace's own
+(``python -m scaletrace.collectors.launch``), one launcher process is kept warm for
+the whole sweep (:func:`warm_launcher`): the preloads are imported once per sweep.
 """
 
 from __future__ import annotations
