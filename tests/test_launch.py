@@ -86,7 +86,8 @@ def test_bad_use_is_one_line(tmp_path):
 
 def test_the_demo_sweep_runs_its_ranks_under_the_launcher(tmp_path):
     """The shipped demo sweep: DDP, FSDP and TP at 1, 2 and 4 ranks, launched by collectors/launch.py;
-    one of its runs (TP over 2 ranks) collected and ingested: both ranks traced, communication seen."""
+    one of its runs (TP over 2 ranks) collected through the sweep's warm launcher (torch imported
+    before the forks) and ingested: both ranks traced, communication seen."""
     pytest.importorskip("torch")
     from conftest import ROOT, query
     from scaletrace.collectors import sweep as sweeps
@@ -99,7 +100,11 @@ def test_the_demo_sweep_runs_its_ranks_under_the_launcher(tmp_path):
     assert layouts >= {(layout, n) for layout in ("ddp", "fsdp", "tp") for n in (1, 2, 4)}
     assert all(r.argv[1:3] == ["-m", "scaletrace.collectors.launch"] for r in planned)
     (run,) = [r for r in planned if r.params == {"world_size": 2, "layout": "tp"}]
-    result = sweeps.execute(run, timeout_s=300)
+    warm = sweeps.warm_launcher(planned)
+    try:
+        result = sweeps.execute(run, timeout_s=300, warm=warm)
+    finally:
+        warm.close()
     assert result.status == "done", result.message
     assert not ingest([run.run_dir], db=tmp_path / "t.duckdb", workers=1).errors
     breakdown = query(tmp_path / "t.duckdb", "rank_breakdown")
