@@ -24,7 +24,9 @@ matrix value, ``{workload}``, ``{run_dir}`` or ``{run_id}``.  A run that exits
 ``force``; a job that cannot run a combination writes its reason into
 ``{run_dir}/.scaletrace-not-applicable`` and exits 0 (torchrun turns other exit
 codes into 1); any other exit is a failure, with the job's last error line
-from ``launch.log`` as the reason.
+from ``launch.log`` as the reason.  When every run's launcher is scaletrace's own
+(``python -m scaletrace.collectors.launch``), one launcher process is kept warm for
+the whole sweep (:func:`warm_launcher`): the preloads are imported once per sweep.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from scaletrace.collectors import launch
 
 DONE_MARKER = ".scaletrace-done"
 # A job that cannot run this combination writes its reason here and exits 0.
@@ -149,19 +153,45 @@ def _reason(log: Path) -> str:
     return ((errors or useful or lines or ["no output"])[-1])[:300]
 
 
-def execute(run: PlannedRun, timeout_s: float) -> RunResult:
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
+def warm_launcher(runs: list[PlannedRun]) -> launch.WarmLauncher | None:
+    """One launcher kept warm for the whole sweep when every run's launcher is scaletrace's
+    (``python -m scaletrace.collectors.launch ...``, one interpreter): it imports the union of
+    the runs' ``--preload`` modules once instead of once per run.  None otherwise."""
+    pythons = {_resolve(r.argv)[0] for r in runs}
+    args = [launch.launcher_args(r.argv) for r in runs]
+    if not runs or len(pythons) != 1 or any(a is None for a in args):
+        return None
+    preload = list(dict.fromkeys(m for a in args for m in launch.preloads(a)))
+    return launch.WarmLauncher(pythons.pop(), preload, _env())
+
+
+def _call(run: PlannedRun, log: Path, timeout_s: float, warm: launch.WarmLauncher | None) -> int | None:
+    """The run's exit status, None when it ran past ``timeout_s`` (then it is killed)."""
+    if warm is not None:
+        return warm.run(launch.launcher_args(run.argv), log, timeout_s, env=_env())[0]
+    try:
+        with log.open("w") as out:
+            return subprocess.call(_resolve(run.argv), stdout=out, stderr=subprocess.STDOUT, env=_env(),
+                                   timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def execute(run: PlannedRun, timeout_s: float, warm: launch.WarmLauncher | None = None) -> RunResult:
+    """Run one planned run, through ``warm`` (see :func:`warm_launcher`) when given, else as its own process."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
     log = run.run_dir / "launch.log"
     start = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     try:
-        with log.open("w") as out:
-            rc = subprocess.call(_resolve(run.argv), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                 timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return RunResult(run.run_id, "failed", time.perf_counter() - start, f"timed out after {timeout_s:.0f} s")
+        rc = _call(run, log, timeout_s, warm)
     except OSError as exc:
         return RunResult(run.run_id, "failed", time.perf_counter() - start, f"cannot launch: {exc}")
+    if rc is None:
+        return RunResult(run.run_id, "failed", time.perf_counter() - start, f"timed out after {timeout_s:.0f} s")
     seconds = time.perf_counter() - start
     if rc != 0:
         return RunResult(run.run_id, "failed", seconds, f"exit {rc}: {_reason(log)}")
@@ -194,14 +224,24 @@ def run_sweep(spec: SweepSpec, force: bool = False,
     """Run every planned run (skipping finished ones unless ``force``); with ``ingest_db``, ingest
     each finished or skipped run into that database as it goes (ingest is idempotent), a failed
     ingest becoming the run's message.  ``on_result`` sees each result after its ingest."""
+    runs = plan(spec)
+    warm = warm_launcher(runs)  # started at the first run that is not skipped
+    try:
+        return _run_all(runs, spec.timeout_s, force, on_result, on_start, ingest_db, warm)
+    finally:
+        if warm is not None:
+            warm.close()
+
+
+def _run_all(runs, timeout_s, force, on_result, on_start, ingest_db, warm) -> list[RunResult]:
     results = []
-    for run in plan(spec):
+    for run in runs:
         if (run.run_dir / DONE_MARKER).exists() and not force:
             result = RunResult(run.run_id, "skipped", 0.0, "finished earlier (use --force to rerun)")
         else:
             if on_start:
                 on_start(run)
-            result = execute(run, spec.timeout_s)
+            result = execute(run, timeout_s, warm)
         if ingest_db is not None and result.status in ("done", "skipped"):
             from scaletrace.pipeline.execute.ingest import ingest  # only here: collecting needs no DuckDB
 
