@@ -284,10 +284,15 @@ def load_parser() -> None:
     numpy.ma too: ``np.unique`` imports it on its first call (33 ms in each worker)."""
     import numpy.ma  # noqa: F401
 
+    import numpy as np
+
     import scaletrace.pipeline.read.extract  # noqa: F401
-    from scaletrace.pipeline.read import families
+    from scaletrace.pipeline.read import arrays, families
 
     families.compiled(families.OP_FAMILIES), families.compiled(families.NAME_FAMILIES)
+    # Arrow's first dictionary decode and first compressed IPC stream set up its kernels and codec
+    # (~12 MB resident): once here, not inside each worker's first parse, whose memory cap it counts in
+    arrays.Packed(arrays.pa.table({"name": arrays.decoded(np.zeros(1, np.int32), ["x"])})).unpack()
 
 
 def _failed_parse(reason: str) -> ParsedFile:
