@@ -32,6 +32,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # test_packaging one wheel (built in the source tree's build/: two workers building at once collide
 # there, "File exists").  Every other test is scheduled on its own.
 ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_packaging", "test_report_numbers", "test_reports")
+# These modules keep the tests of one parameter (one run) together: test_hta_conformance loads a run's
+# traces into HTA once for its two tests.
+ONE_WORKER_PER_PARAMETER = ("test_hta_conformance",)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -46,7 +49,11 @@ def pytest_xdist_make_scheduler(config, log):
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if Path(module).stem in ONE_WORKER_MODULES else nodeid
+            if Path(module).stem in ONE_WORKER_MODULES:
+                return module
+            if Path(module).stem in ONE_WORKER_PER_PARAMETER and nodeid.endswith("]"):
+                return module + "[" + nodeid.split("[", 1)[1]
+            return nodeid
 
     return ModuleGroups(config, log)
 
