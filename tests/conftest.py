@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import gzip
 import json
 import os
@@ -32,6 +33,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # test_packaging one wheel (built in the source tree's build/: two workers building at once collide
 # there, "File exists").  Every other test is scheduled on its own.
 ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_packaging", "test_report_numbers", "test_reports")
+# These modules keep the tests of one parameter (one run) together: test_hta_conformance loads a run's
+# traces into HTA once for its two tests.
+ONE_WORKER_PER_PARAMETER = ("test_hta_conformance",)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -46,7 +50,11 @@ def pytest_xdist_make_scheduler(config, log):
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if Path(module).stem in ONE_WORKER_MODULES else nodeid
+            if Path(module).stem in ONE_WORKER_MODULES:
+                return module
+            if Path(module).stem in ONE_WORKER_PER_PARAMETER and nodeid.endswith("]"):
+                return module + "[" + nodeid.split("[", 1)[1]
+            return nodeid
 
     return ModuleGroups(config, log)
 
@@ -84,12 +92,34 @@ def fixtures_db(tmp_path_factory) -> Path:
     return db
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``build(folder)`` filled, built by one process for the whole run: under pytest-xdist
+    each worker has its own session, so the first worker to get here builds it in the run's shared
+    base temp folder while the others wait on a lock, then all read it.  Only for what the tests
+    never write to (a DuckDB file opened read-only by many processes at once)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the folder above the workers' own
+    folder = root / f"built-once-{name}"
+    with open(root / f"built-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".complete").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            (folder / ".complete").touch()
+    return folder
+
+
+def _ingest_shared(folder: Path) -> None:
+    report = ingest([SHARED_TRACES], db=folder / "shared.duckdb")
+    assert not report.errors, [o.line() for o in report.errors]
+
+
 @pytest.fixture(scope="session")
 def shared_db(tmp_path_factory, shared_traces) -> Path:
-    db = tmp_path_factory.mktemp("shared") / "shared.duckdb"
-    report = ingest([shared_traces], db=db)
-    assert not report.errors, [o.line() for o in report.errors]
-    return db
+    """Every shared trace ingested, once for all workers: the tests only read it."""
+    return built_once(tmp_path_factory, "shared", _ingest_shared) / "shared.duckdb"
 
 
 def copy_db(src: Path, dst: Path) -> Path:

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from conftest import built_once
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -34,18 +35,18 @@ def _spec(run_id, n, step_us, **kw):
 
 @pytest.fixture(scope="module")
 def knee_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("knee")
-    for n, us in STEP_US.items():
-        write_run(root, _spec(f"k-{n}", n, us))
-    for n, us in SLOW_TP.items():
-        write_run(root, _spec(f"k-{n}-tp2", n, us, tp=2, parallel={"dp": n // 2, "tp": 2, "pp": 1, "cp": 1}))
-    # a flat sweep: each added GPU adds 90 % of a baseline GPU's tokens/s, so it never stops paying
-    for n, us in {2: 1000, 4: round(1000 * 2 / (2 + 2 * 0.9))}.items():
-        write_run(root, SynthRun(f"f-{n}", ranks=n, steps=2, step_us=us, compute_us=100, overlap_us=50,
-                                 transfer_us=60, workload="flat", tokens_per_step=TOKENS))
-    db = root / "t.duckdb"
-    assert not ingest([root], db=db, workers=1).errors
-    return db
+    def build(root):
+        for n, us in STEP_US.items():
+            write_run(root, _spec(f"k-{n}", n, us))
+        for n, us in SLOW_TP.items():
+            write_run(root, _spec(f"k-{n}-tp2", n, us, tp=2, parallel={"dp": n // 2, "tp": 2, "pp": 1, "cp": 1}))
+        # a flat sweep: each added GPU adds 90 % of a baseline GPU's tokens/s, so it never stops paying
+        for n, us in {2: 1000, 4: round(1000 * 2 / (2 + 2 * 0.9))}.items():
+            write_run(root, SynthRun(f"f-{n}", ranks=n, steps=2, step_us=us, compute_us=100, overlap_us=50,
+                                     transfer_us=60, workload="flat", tokens_per_step=TOKENS))
+        db = root / "t.duckdb"
+        assert not ingest([root], db=db, workers=1).errors
+    return built_once(tmp_path_factory, "test_card-knee_db", build) / "t.duckdb"
 
 
 @pytest.fixture(scope="module")

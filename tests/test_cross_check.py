@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import SHARED_TRACES, cpu, kernel, query, write_trace
+from conftest import SHARED_TRACES, built_once, cpu, kernel, query, write_trace
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.reports import build_report, data as report_data, findings
@@ -27,23 +27,23 @@ STEP_US = {1: 1000, 2: 560, 4: 330, 8: 300}
 def known_db(tmp_path_factory):
     """Three profiled steps a run, kernels of compute_us then an all_reduce, idle to the step's end:
     the device window of the steps runs from the first kernel of step 1 to the last of step 3."""
-    root = tmp_path_factory.mktemp("known")
-    for n, us in STEP_US.items():
-        write_run(root, SynthRun(f"w-{n}", ranks=n, steps=3, step_us=us, compute_us=240 // n + 40, overlap_us=20,
-                                 transfer_us=20 * n, workload="w", tokens_per_step=TOKENS))
-    write_run(root, SynthRun("w-4-tp2", ranks=4, steps=3, step_us=420, compute_us=120, overlap_us=20, transfer_us=90,
-                             workload="w", tokens_per_step=TOKENS, tp=2,
-                             parallel={"dp": 2, "tp": 2, "pp": 1, "cp": 1}))
-    db = root / "t.duckdb"
-    assert not ingest([root], db=db, workers=1).errors
-    return db
+    def build(root):
+        for n, us in STEP_US.items():
+            write_run(root, SynthRun(f"w-{n}", ranks=n, steps=3, step_us=us, compute_us=240 // n + 40, overlap_us=20,
+                                     transfer_us=20 * n, workload="w", tokens_per_step=TOKENS))
+        write_run(root, SynthRun("w-4-tp2", ranks=4, steps=3, step_us=420, compute_us=120, overlap_us=20, transfer_us=90,
+                                 workload="w", tokens_per_step=TOKENS, tp=2,
+                                 parallel={"dp": 2, "tp": 2, "pp": 1, "cp": 1}))
+        db = root / "t.duckdb"
+        assert not ingest([root], db=db, workers=1).errors
+    return built_once(tmp_path_factory, "test_cross_check-known_db", build) / "t.duckdb"
 
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    assert not ingest([ROOT / "fixtures" / "demo-sweep"], db=db, workers=2).errors
-    return db
+    def build(folder):
+        assert not ingest([ROOT / "fixtures" / "demo-sweep"], db=folder / "demo.duckdb", workers=2).errors
+    return built_once(tmp_path_factory, "test_cross_check-demo_db", build) / "demo.duckdb"
 
 
 def _rank_idle_pct(idle: pl.DataFrame) -> dict[str, float]:

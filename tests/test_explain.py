@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from conftest import SMALL_US, query, shaped_run
+from conftest import SMALL_US, built_once, query, shaped_run
 from scaletrace.cli import main
 from scaletrace.pipeline import ingest
 from scaletrace.pipeline.synth import SynthRun, write_run
@@ -25,12 +25,12 @@ SWEEP = [
 
 @pytest.fixture(scope="module")
 def ex_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ex")
-    for spec in SWEEP:
-        write_run(root, spec)
-    db = root / "t.duckdb"
-    assert not ingest([root], db=db, workers=1).errors
-    return db
+    def build(root):
+        for spec in SWEEP:
+            write_run(root, spec)
+        db = root / "t.duckdb"
+        assert not ingest([root], db=db, workers=1).errors
+    return built_once(tmp_path_factory, "test_explain-ex_db", build) / "t.duckdb"
 
 
 def test_explain_prints_the_sentence_and_the_table(ex_db):
@@ -124,12 +124,12 @@ def _gemm_pct(m, k, n, gemm_us):
 
 @pytest.fixture(scope="module")
 def shaped_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shaped")
-    for run_id, spec in SHAPED.items():
-        shaped_run(root, run_id, **spec)
-    db = root / "t.duckdb"
-    assert not ingest([root], db=db, workers=1).errors
-    return db
+    def build(root):
+        for run_id, spec in SHAPED.items():
+            shaped_run(root, run_id, **spec)
+        db = root / "t.duckdb"
+        assert not ingest([root], db=db, workers=1).errors
+    return built_once(tmp_path_factory, "test_explain-shaped_db", build) / "t.duckdb"
 
 
 def between_us(spec: dict) -> int:

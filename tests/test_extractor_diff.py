@@ -230,10 +230,12 @@ args = mostly(st.lists(arg_pair, max_size=5).map(
 event_keys = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "s"])
 
 
+phases = mostly(st.sampled_from(['"X"', '"X"', '"X"', '"i"', '"M"', '"f"']), st.sampled_from(["null", "1"]))
+
+
 @st.composite
 def events(draw) -> str:
-    phase = mostly(st.sampled_from(['"X"', '"X"', '"X"', '"i"', '"M"', '"f"']), st.sampled_from(["null", "1"]))
-    fields = {"ph": draw(phase),
+    fields = {"ph": draw(phases),
               "cat": draw(strings), "name": draw(strings), "pid": draw(pids), "tid": draw(pids),
               "ts": draw(numbers), "dur": draw(numbers), "args": draw(args)}
     keys = [k for k in fields if draw(st.integers(0, 29)) != 17]  # mostly all present
@@ -293,26 +295,31 @@ PRESCAN_VALUES = ["1", "1.5", "-2.25", "0.0", "17", "-0.5", "1e3", "1.5E3", '"1.
 SPACES = [":", ": ", " : ", "\t:\n", "\r\n:  "]
 
 
-@st.composite
-def prescan_objects(draw, depth: int = 0) -> str:
-    value = (st.sampled_from(PRESCAN_VALUES) if depth >= 2
-             else st.one_of(st.sampled_from(PRESCAN_VALUES), prescan_objects(depth + 1)))
-    pairs = draw(st.lists(st.tuples(st.sampled_from(PRESCAN_KEYS), st.sampled_from(SPACES), value), max_size=4,
-                          unique_by=lambda p: p[0]))
-    return "{" + ", ".join(f'"{k}"{sep}{v}' for k, sep, v in pairs) + "}"
+def _prescan_objects(value) -> st.SearchStrategy[str]:
+    pairs = st.lists(st.tuples(st.sampled_from(PRESCAN_KEYS), st.sampled_from(SPACES), value), max_size=4,
+                     unique_by=lambda p: p[0])
+    return pairs.map(lambda ps: "{" + ", ".join(f'"{k}"{sep}{v}' for k, sep, v in ps) + "}")
+
+
+# Objects nested up to three deep, built once: a strategy built inside each draw is validated anew
+# each time, most of an example's cost.
+_prescan_values = st.sampled_from(PRESCAN_VALUES)
+prescan_objects = _prescan_objects(st.one_of(_prescan_values, _prescan_objects(
+    st.one_of(_prescan_values, _prescan_objects(_prescan_values)))))
+_prescan_cats = st.sampled_from(['"kernel"', '"Kernel"', '"cpu_op"', '"k\\u0065rnel"', '"gpu_memcpy"', "null",
+                                 '"cuda_runtime"'])
+_prescan_ts = st.sampled_from(["1", "2.5", "-3.125", "40", "0"])
+_spaces = st.sampled_from(SPACES)
 
 
 @st.composite
 def prescan_traces(draw) -> bytes:
     events = []
     for _ in range(draw(st.integers(0, 4))):
-        cat = draw(st.sampled_from(['"kernel"', '"Kernel"', '"cpu_op"', '"k\\u0065rnel"', '"gpu_memcpy"', "null",
-                                    '"cuda_runtime"']))
-        ts = draw(st.sampled_from(["1", "2.5", "-3.125", "40", "0"]))
-        sep = draw(st.sampled_from(SPACES))
+        cat, ts, sep = draw(_prescan_cats), draw(_prescan_ts), draw(_spaces)
         events.append(f'{{"ph": "X", "cat"{sep}{cat}, "name": "n", "ts"{sep}{ts}, "dur": 1, '
-                      f'"args": {draw(prescan_objects())}}}')
-    extra = draw(st.sampled_from(["", ', "other": ' + draw(prescan_objects()),
+                      f'"args": {draw(prescan_objects)}}}')
+    extra = draw(st.sampled_from(["", ', "other": ' + draw(prescan_objects),
                                   ', "distributedInfo": {"rank": 0, "ts": 2.5}']))
     return ('{"traceEvents": [' + ", ".join(events) + "]" + extra + "}").encode()
 

@@ -7,6 +7,8 @@ numbers.
 
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 import math
 
@@ -15,12 +17,31 @@ import pytest
 from conftest import query, shared_runs
 
 
-def hta_results(run_dir):
-    """HTA's two tables for one run folder, or the exception HTA raised."""
+@functools.lru_cache(maxsize=1)
+def _loaded(run_dir):
+    """HTA's TraceAnalysis of one run folder, or the exception HTA raised: loaded once for the two tests
+    of a run (tests/conftest.py schedules them together), each of which works on its own deep copy, as
+    on a fresh load."""
     hta = pytest.importorskip("hta.trace_analysis")
     logging.getLogger("hta").setLevel(logging.ERROR)
     try:
-        analysis = hta.TraceAnalysis(trace_dir=str(run_dir))
+        return hta.TraceAnalysis(trace_dir=str(run_dir))
+    except Exception as exc:  # HTA's failures are data here, not test errors
+        return exc
+
+
+def analysis_of(run_dir):
+    """A fresh TraceAnalysis of ``run_dir`` (a copy of the loaded one); raises what loading it raised."""
+    loaded = _loaded(run_dir)
+    if isinstance(loaded, Exception):
+        raise loaded
+    return copy.deepcopy(loaded)
+
+
+def hta_results(run_dir):
+    """HTA's two tables for one run folder, or the exception HTA raised."""
+    try:
+        analysis = analysis_of(run_dir)
         temporal = analysis.get_temporal_breakdown(visualize=False)
         overlap = analysis.get_comm_comp_overlap(visualize=False)
     except Exception as exc:  # HTA's failures are data here, not test errors
@@ -56,10 +77,8 @@ def test_matches_hta(run_id, shared_db, shared_traces):
 
 def hta_idle(run_dir):
     """HTA's get_idle_time_breakdown over every rank of one run, or the exception HTA raised."""
-    hta = pytest.importorskip("hta.trace_analysis")
-    logging.getLogger("hta").setLevel(logging.ERROR)
     try:
-        analysis = hta.TraceAnalysis(trace_dir=str(run_dir))
+        analysis = analysis_of(run_dir)
         idle, _ = analysis.get_idle_time_breakdown(ranks=sorted(analysis.t.traces), visualize=False)
     except Exception as exc:  # HTA's failures are data here, not test errors
         return exc

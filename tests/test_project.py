@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import scaletrace
+from conftest import built_once
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import CostModel, cost_sweep_specs, write_run
@@ -52,14 +53,14 @@ def _write(root, name, cost, sizes):
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("project")
-    for name, cost in SWEEPS.items():
-        _write(root, name, cost, MEASURED)
-    _write(root, "two-sizes", ACROSS_NODES, [2, 4])
-    path = root / "t.duckdb"
-    report = ingest([root], db=path, workers=1)
-    assert not report.errors, [o.line() for o in report.errors]
-    return path
+    def build(root):
+        for name, cost in SWEEPS.items():
+            _write(root, name, cost, MEASURED)
+        _write(root, "two-sizes", ACROSS_NODES, [2, 4])
+        path = root / "t.duckdb"
+        report = ingest([root], db=path, workers=1)
+        assert not report.errors, [o.line() for o in report.errors]
+    return built_once(tmp_path_factory, "test_project-db", build) / "t.duckdb"
 
 
 def _projected(db, workload, to=TARGETS, what_if=None) -> pl.DataFrame:

@@ -8,6 +8,8 @@ the span is checked on its own (their sum is the span by construction).
 
 from __future__ import annotations
 
+import functools
+
 import duckdb
 import numpy as np
 from hypothesis import given, settings
@@ -22,6 +24,16 @@ KINDS = ["compute", "comm", "memory", "sync", "other"]
 event = st.tuples(st.sampled_from(KINDS), st.integers(0, 300), st.integers(0, 60))
 
 
+@functools.cache
+def _database() -> duckdb.DuckDBPyConnection:
+    """One in-memory database with the schema and the macros for every example: building it is most
+    of a second, an example's query milliseconds; each example empties interval_unions first."""
+    con = duckdb.connect()
+    con.execute(SCHEMA_SQL.read_text())
+    definitions.register(con)
+    return con
+
+
 def windows(events: list[tuple[str, int, int, int | None]]) -> dict:
     """Every window's breakdown row, the whole trace under None and each step under its number:
     unions computed as ingest does (pipeline/read/intervals.py), metrics by the SQL macro."""
@@ -31,9 +43,8 @@ def windows(events: list[tuple[str, int, int, int | None]]) -> dict:
     has_step = np.array([s is not None for *_, s in events], dtype=bool)
     steps = np.array([s or 0 for *_, s in events], dtype=np.int64)
     rows = intervals.window_unions(kinds, starts, ends, steps, has_step)[0].rows()
-    con = duckdb.connect()
-    con.execute(SCHEMA_SQL.read_text())
-    definitions.register(con)
+    con = _database()
+    con.execute("DELETE FROM interval_unions")
     if rows:
         con.executemany("INSERT INTO interval_unions VALUES (1, 'r', 0, ?, ?, ?, ?, ?)", rows)
     found = {}

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import built_once
 from scaletrace.pipeline import connect, ingest
 from scaletrace.pipeline.synth import CostModel, SynthRun, cost_sweep_specs, sweep_specs, write_run
 from scaletrace.reports import build_charts, build_report
@@ -44,30 +45,30 @@ def _label(run_dir: Path, strategy: str) -> None:
 
 @pytest.fixture(scope="module")
 def cost_db(tmp_path_factory):
-    root = tmp_path_factory.mktemp("headroom")
-    for name, cost in (("hidden", HIDDEN), ("across", ACROSS)):
-        for spec in cost_sweep_specs(MEASURED_SIZES, cost, workload=name):
-            write_run(root, spec)
-    path = root / "t.duckdb"
-    assert not ingest([root], db=path, workers=1).errors
-    return path
+    def build(root):
+        for name, cost in (("hidden", HIDDEN), ("across", ACROSS)):
+            for spec in cost_sweep_specs(MEASURED_SIZES, cost, workload=name):
+                write_run(root, spec)
+        path = root / "t.duckdb"
+        assert not ingest([root], db=path, workers=1).errors
+    return built_once(tmp_path_factory, "test_report_layout-cost_db", build) / "t.duckdb"
 
 
 @pytest.fixture(scope="module")
 def layouts_db(tmp_path_factory):
     """Two layouts (ddp, fsdp) at 2, 4 and 8 GPUs and a tp2 layout at 4 and 8; fsdp slower everywhere."""
-    root = tmp_path_factory.mktemp("layouts")
-    for n, us in {2: 600, 4: 450, 8: 400}.items():
-        _label(write_run(root, SynthRun(f"ddp-{n}", ranks=n, steps=2, step_us=us, compute_us=150, workload="w")),
-               "ddp")
-        _label(write_run(root, SynthRun(f"fsdp-{n}", ranks=n, steps=2, step_us=us + 200, compute_us=150,
-                                        workload="w")), "fsdp")
-        if n > 2:
-            write_run(root, SynthRun(f"tp-{n}", ranks=n, steps=2, step_us=us + 400, compute_us=150, workload="w",
-                                     tp=2, tp_comm_us=20, parallel={"dp": n // 2, "tp": 2, "pp": 1, "cp": 1}))
-    path = root / "t.duckdb"
-    assert not ingest([root], db=path, workers=1).errors
-    return path
+    def build(root):
+        for n, us in {2: 600, 4: 450, 8: 400}.items():
+            _label(write_run(root, SynthRun(f"ddp-{n}", ranks=n, steps=2, step_us=us, compute_us=150, workload="w")),
+                   "ddp")
+            _label(write_run(root, SynthRun(f"fsdp-{n}", ranks=n, steps=2, step_us=us + 200, compute_us=150,
+                                            workload="w")), "fsdp")
+            if n > 2:
+                write_run(root, SynthRun(f"tp-{n}", ranks=n, steps=2, step_us=us + 400, compute_us=150, workload="w",
+                                         tp=2, tp_comm_us=20, parallel={"dp": n // 2, "tp": 2, "pp": 1, "cp": 1}))
+        path = root / "t.duckdb"
+        assert not ingest([root], db=path, workers=1).errors
+    return built_once(tmp_path_factory, "test_report_layout-layouts_db", build) / "t.duckdb"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from scaletrace.pipeline.execute.ingest import ingest
-from scaletrace.pipeline.store import template
+from scaletrace.pipeline.store import runsync, template
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.queries import definitions
 
@@ -63,6 +63,9 @@ def test_a_copy_is_the_file_a_set_up_in_place_writes(tmp_path, cache, run, monke
     in_place, copied = tmp_path / "in_place.duckdb", tmp_path / "copied.duckdb"
     monkeypatch.setenv("SCALETRACE_CACHE_DIR", str(tmp_path / "not-a-folder"))
     (tmp_path / "not-a-folder").write_text("a file where the cache folder would be")
+    # the files were just written: whether an ingest trusts their stat (traces.stat_key, NULL within
+    # runsync.RACY_NS of a write) would depend on how long the ingests below take; trust it in all three
+    monkeypatch.setattr(runsync, "RACY_NS", -2**62)
     calls = _registered(monkeypatch)
     assert not ingest([run], db=in_place, workers=1).errors
     assert calls == [True]  # set up in place: the cache cannot be written
@@ -72,6 +75,8 @@ def test_a_copy_is_the_file_a_set_up_in_place_writes(tmp_path, cache, run, monke
     assert not ingest([run], db=copied, workers=1).errors
     assert calls == [True, True]  # a copy: no DDL, no CREATE MACRO
     assert _contents(copied) == _contents(in_place)
+    with duckdb.connect(str(copied), read_only=True) as con:  # the stat keys were compared, not NULLs
+        assert con.execute("SELECT count(*) FROM traces WHERE stat_key IS NULL").fetchall() == [(0,)]
     with duckdb.connect(str(copied), read_only=True) as con:  # the stored macros answer (the plain duckdb CLI's way)
         assert con.execute("SELECT count(DISTINCT trace_id) FROM window_breakdown(false, NULL)").fetchall() == [(2,)]
     assert [p.suffix for p in cache.iterdir()] == [".duckdb"]  # one template, nothing staged left
