@@ -171,7 +171,7 @@ def run_task(task: TraceTask) -> TaskResult:
     try:
         write_parts(Path(task.out), trace, tid, parsed.extracted)
     except (OSError, pa.ArrowException) as exc:
-        no_room = getattr(exc, "errno", None) in NO_ROOM or "No space left" in str(exc) or "too large" in str(exc)
+        no_room = diskfull.no_room(exc) or getattr(exc, "errno", None) in CANNOT_GROW or "too large" in str(exc)
         return TaskResult(error=f"cannot store on node {node}: {exc}", node=node, no_room=no_room)
     return TaskResult(trace, tid, meta.zero_duration_events, node=node)
 
@@ -453,7 +453,7 @@ def _cannot_write(ds: Dataset, exc: OSError) -> DatasetError:
                         "before are intact: re-run when the dataset can be written)")
 
 
-NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+CANNOT_GROW = (errno.EFBIG, errno.EROFS)  # a part that cannot be written besides a full disk (diskfull.no_room)
 
 
 def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult, pending: set[str] | frozenset,
