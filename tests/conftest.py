@@ -116,6 +116,15 @@ def _ingest_shared(folder: Path) -> None:
     assert not report.errors, [o.line() for o in report.errors]
 
 
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory) -> Path:
+    """fixtures/micro-2rank ingested, once per module (its tests hold it open, time out on it and copy it)."""
+    db = tmp_path_factory.mktemp("small") / "t.duckdb"
+    report = ingest([FIXTURES / "micro-2rank"], db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    return db
+
+
 @pytest.fixture(scope="session")
 def shared_db(tmp_path_factory, shared_traces) -> Path:
     """Every shared trace ingested, once for all workers: the tests only read it."""

@@ -65,16 +65,6 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, delay_s):
     assert err.count("\n") == 1 and err.startswith("interrupted"), err
 
 
-@pytest.fixture(scope="module")
-def small_db(tmp_path_factory):
-    from scaletrace.pipeline import ingest
-
-    db = tmp_path_factory.mktemp("hardening") / "t.duckdb"
-    report = ingest([FIXTURES / "micro-2rank"], db=db, workers=1)
-    assert not report.errors
-    return db
-
-
 FOREVER = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
 

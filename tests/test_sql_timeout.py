@@ -22,16 +22,6 @@ CROSS_JOIN = "SELECT count(*) FROM range(1000000000) a, range(1000000000) b"
 BIGINT_MAX = 2**63 - 1
 
 
-@pytest.fixture(scope="module")
-def small_db(tmp_path_factory):
-    from scaletrace.pipeline import ingest
-
-    db = tmp_path_factory.mktemp("timeout") / "t.duckdb"
-    report = ingest([FIXTURES / "micro-2rank"], db=db, workers=1)
-    assert not report.errors
-    return db
-
-
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "scaletrace.cli", *args]
 
