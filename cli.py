@@ -298,6 +298,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
                 from scaletrace.pipeline.execute.ingest import ingest as run_ingest
 
                 report = run_ingest(paths, db, workers=workers, **options)
+            stop.check()  # a signal whose KeyboardInterrupt DuckDB swallowed after the last file's outcome
     except (KeyboardInterrupt, Exception) as exc:
         # after Ctrl-C or SIGTERM, whatever DuckDB raised instead ("Query interrupted") is the interrupt
         if isinstance(exc, KeyboardInterrupt) or stop.hit:
