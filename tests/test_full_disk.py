@@ -87,10 +87,11 @@ def _fill(mnt: Path, leave: int = 0) -> Path:
 def _contents(db: Path, paths: set[str] | None = None) -> dict[str, list[str]]:
     """Every row of the traces, runs and per-trace tables (of the traces from ``paths``, when
     given), a trace's rows keyed by its file's path: trace ids and times of writing differ
-    between ingests."""
+    between ingests, and so does stat_key (NULL when a file was read within runsync.RACY_NS of its
+    last write: a matter of how soon after the test wrote it)."""
     found = {}
     with connect(db) as database:
-        traces = database.sql("SELECT * EXCLUDE (trace_id, ingested_at) FROM traces")
+        traces = database.sql("SELECT * EXCLUDE (trace_id, ingested_at, stat_key) FROM traces")
         found["traces"] = [row for row in traces.rows(named=True) if paths is None or row["path"] in paths]
         runs = {row["run_id"] for row in found["traces"]}
         found["runs"] = [row for row in database.sql("SELECT * EXCLUDE (updated_at) FROM runs").rows(named=True)

@@ -51,7 +51,7 @@ class Interrupt:
     def _handler(self, signum, frame) -> None:
         if self.signum is None:
             self.signum = signum
-            if not self._holding:
+            if not self._holding and not _in_import_machinery(frame):
                 raise KeyboardInterrupt
 
     @property
@@ -74,6 +74,13 @@ class Interrupt:
         under :func:`held` is still going on: it raises once the step is done."""
         if self.hit and not self._holding:
             raise KeyboardInterrupt
+
+
+def _in_import_machinery(frame) -> bool:
+    """Whether the signal came while importlib's own code ran (a module lock's weakref callback):
+    a KeyboardInterrupt raised there is printed as "Exception ignored" and lost, so the signal is
+    only remembered, and the next :meth:`Interrupt.check` raises it."""
+    return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib")
 
 
 def requested() -> bool:
