@@ -104,6 +104,21 @@ def test_corrupted_stored_definitions_do_not_reach_scaletrace(traces, tmp_path):
         assert corrupted[key] == clean[key], key
 
 
+def _temp_macros(db: Path) -> int:
+    with connect(db) as database:
+        return database.sql("SELECT count(*) FROM duckdb_functions() WHERE database_name = 'temp' "
+                            "AND function_type = 'table_macro'").item()
+
+
+def test_a_reader_uses_the_stored_copies_only_while_they_are_this_versions(traces, tmp_path):
+    """Opening a file written by this version costs a check, not the ~25 CREATEs of the TEMP copies
+    (every open paid them); once a stored copy is replaced, the reader makes its own again."""
+    db = _ingest(traces, tmp_path / "t.duckdb")
+    assert _temp_macros(db) == 0
+    _corrupt(db)
+    assert _temp_macros(db) == sum(d.kind == "macro" for d in definitions.load())
+
+
 def test_every_write_refreshes_the_stored_copies(traces, tmp_path):
     """For the plain duckdb CLI: an ingest (even of unchanged files) rewrites the stored copies."""
     db = _ingest(traces, tmp_path / "t.duckdb")
