@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from scaletrace.reports import _altair  # noqa: F401  first: installs the shortcuts, imports Altair without the IRI grammar
+
 import altair as alt
 import pytest
 from altair.utils import schemapi
-
-from scaletrace.reports import _altair  # noqa: F401  installs the shortcuts
 from scaletrace.reports.chartkit import data, point_labels
 
 import polars as pl
