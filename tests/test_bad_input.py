@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, copy_db, cpu, kernel, query, write_trace
 from scaletrace.cli import main
+from scaletrace.pipeline import connect
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
 
@@ -73,25 +74,34 @@ def populated(populated_once, tmp_path):
     return db, run
 
 
-@pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_bad_file_one_line_and_others_survive(case, populated):
-    db, run = populated
+def test_bad_file_one_line_and_others_survive(populated):
+    """Every bad file in one ingest, each in a run of its own beside a good trace: one line per
+    bad file, naming it and its reason; the good traces and the runs stored before are kept."""
+    db, _ = populated
     before = query(db, "rank_breakdown")
-    make, name, reason = BAD_FILES[case]
-    bad = run / name
-    bad.write_bytes(make())
-    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"])
+    runs = db.parent / "runs"
+    bad = {}
+    for i, case in enumerate(sorted(BAD_FILES)):
+        make, name, reason = BAD_FILES[case]
+        write_trace(runs / f"run{i:02}" / "rank0.json", GOOD, rank=0)
+        bad[case] = runs / f"run{i:02}" / name
+        bad[case].write_bytes(make())
+    result = CliRunner().invoke(main, ["ingest", str(runs), "--db", str(db), "-q"])
     assert result.exit_code == 1, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{bad}: ") and reason in lines[0], lines[0]
     assert "Traceback" not in result.output
-    after = query(db, "rank_breakdown")
-    assert after.filter(after["run_id"] != "run").equals(before), "earlier runs unchanged"
-    assert after.filter(after["run_id"] == "run")["rank"].to_list() == [0], "the good file ingested"
-    with_log = CliRunner().invoke(main, ["sql", "SELECT status FROM ingest_log WHERE path = '%s'" % bad,
-                                         "--db", str(db), "--format", "csv"])
-    assert "error" in with_log.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(BAD_FILES), lines
+    for case, path in bad.items():
+        (line,) = [line for line in lines if line.startswith(f"{path}: ")]
+        assert BAD_FILES[case][2] in line, (case, line)
+    with connect(db) as database:
+        after = database.query("rank_breakdown")
+        logged = dict(database.sql("SELECT path, status FROM ingest_log").rows())
+    new = after.filter(after["run_id"].str.starts_with("run"))
+    assert after.filter(~after["run_id"].str.starts_with("run")).equals(before), "earlier runs unchanged"
+    assert new["run_id"].to_list() == [f"run{i:02}" for i in range(len(BAD_FILES))], "the good files ingested"
+    assert new["rank"].to_list() == [0] * len(BAD_FILES)
+    assert all(logged.get(str(path)) == "error" for path in bad.values()), logged
 
 
 def test_several_rankless_traces_is_an_error_naming_the_fix(tmp_path):
