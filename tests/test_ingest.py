@@ -144,9 +144,16 @@ SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_p
 NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
 
 
+@pytest.fixture(scope="module")
+def fixtures_database(fixtures_db):
+    """One read-only connection to the fixtures' database for the tests of every query (they only read)."""
+    with connect(fixtures_db) as database:
+        yield database
+
+
 @pytest.mark.parametrize("name", queries.names())
-def test_every_percentage_names_its_denominator_or_is_a_share_of_the_span(name, fixtures_db):
-    result = query(fixtures_db, name)
+def test_every_percentage_names_its_denominator_or_is_a_share_of_the_span(name, fixtures_database):
+    result = fixtures_database.query(name)
     for column in [c for c in result.columns if "_pct" in c]:
         part, _, denominator = column.partition("_pct_of_")
         if not denominator:
