@@ -55,31 +55,13 @@ def _raw_event(ts="1", dur="1") -> bytes:
         ts.encode(), dur.encode())
 
 
-@pytest.fixture(scope="module")
-def populated_once(tmp_path_factory):
-    """The project's fixtures ingested by the CLI once for the module (each test gets a copy)."""
-    db = tmp_path_factory.mktemp("populated") / "t.duckdb"
-    micro = [str(p) for p in sorted(FIXTURES.glob("micro-*"))]
-    assert CliRunner().invoke(main, ["ingest", *micro, "--db", str(db), "-q"]).exit_code == 0
-    return db
-
-
-@pytest.fixture()
-def populated(populated_once, tmp_path):
-    """A database that already holds the project's fixtures (a copy of one ingest: the test writes
-    to it), and a run with one good trace."""
-    db = copy_db(populated_once, tmp_path / "t.duckdb")
-    run = tmp_path / "run"
-    write_trace(run / "rank0.json", GOOD, rank=0)
-    return db, run
-
-
-def test_bad_file_one_line_and_others_survive(populated):
-    """Every bad file in one ingest, each in a run of its own beside a good trace: one line per
-    bad file, naming it and its reason; the good traces and the runs stored before are kept."""
-    db, _ = populated
+def test_bad_file_one_line_and_others_survive(fixtures_db, tmp_path):
+    """Every bad file in one ingest, each in a run of its own beside a good trace, into a database
+    that already holds the project's fixtures (a copy: the test writes to it): one line per bad
+    file, naming it and its reason; the good traces and the runs stored before are kept."""
+    db = copy_db(fixtures_db, tmp_path / "t.duckdb")
     before = query(db, "rank_breakdown")
-    runs = db.parent / "runs"
+    runs = tmp_path / "runs"
     bad = {}
     for i, case in enumerate(sorted(BAD_FILES)):
         make, name, reason = BAD_FILES[case]
