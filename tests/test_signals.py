@@ -104,7 +104,7 @@ SKIP = {"traces": "trace_id, ingested_at, stat_key", "runs": "updated_at"}  # st
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("signal-runs")
-    return [write_run(root, SynthRun(f"r{i}", ranks=RANKS, steps=5, tp_comm_us=10, seed=i)) for i in range(RUNS)]
+    return [write_run(root, SynthRun(f"r{i}", ranks=RANKS, steps=20, tp_comm_us=10, seed=i)) for i in range(RUNS)]
 
 
 def _target(tmp: Path, engine: str) -> Path:
