@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, copy_db, cpu, kernel, query, write_trace
 from scaletrace.cli import main
+from scaletrace.pipeline import connect
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
 
@@ -54,44 +55,35 @@ def _raw_event(ts="1", dur="1") -> bytes:
         ts.encode(), dur.encode())
 
 
-@pytest.fixture(scope="module")
-def populated_once(tmp_path_factory):
-    """The project's fixtures ingested by the CLI once for the module (each test gets a copy)."""
-    db = tmp_path_factory.mktemp("populated") / "t.duckdb"
-    micro = [str(p) for p in sorted(FIXTURES.glob("micro-*"))]
-    assert CliRunner().invoke(main, ["ingest", *micro, "--db", str(db), "-q"]).exit_code == 0
-    return db
-
-
-@pytest.fixture()
-def populated(populated_once, tmp_path):
-    """A database that already holds the project's fixtures (a copy of one ingest: the test writes
-    to it), and a run with one good trace."""
-    db = copy_db(populated_once, tmp_path / "t.duckdb")
-    run = tmp_path / "run"
-    write_trace(run / "rank0.json", GOOD, rank=0)
-    return db, run
-
-
-@pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_bad_file_one_line_and_others_survive(case, populated):
-    db, run = populated
+def test_bad_file_one_line_and_others_survive(fixtures_db, tmp_path):
+    """Every bad file in one ingest, each in a run of its own beside a good trace, into a database
+    that already holds the project's fixtures (a copy: the test writes to it): one line per bad
+    file, naming it and its reason; the good traces and the runs stored before are kept."""
+    db = copy_db(fixtures_db, tmp_path / "t.duckdb")
     before = query(db, "rank_breakdown")
-    make, name, reason = BAD_FILES[case]
-    bad = run / name
-    bad.write_bytes(make())
-    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q"])
+    runs = tmp_path / "runs"
+    bad = {}
+    for i, case in enumerate(sorted(BAD_FILES)):
+        make, name, reason = BAD_FILES[case]
+        write_trace(runs / f"run{i:02}" / "rank0.json", GOOD, rank=0)
+        bad[case] = runs / f"run{i:02}" / name
+        bad[case].write_bytes(make())
+    result = CliRunner().invoke(main, ["ingest", str(runs), "--db", str(db), "-q"])
     assert result.exit_code == 1, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{bad}: ") and reason in lines[0], lines[0]
     assert "Traceback" not in result.output
-    after = query(db, "rank_breakdown")
-    assert after.filter(after["run_id"] != "run").equals(before), "earlier runs unchanged"
-    assert after.filter(after["run_id"] == "run")["rank"].to_list() == [0], "the good file ingested"
-    with_log = CliRunner().invoke(main, ["sql", "SELECT status FROM ingest_log WHERE path = '%s'" % bad,
-                                         "--db", str(db), "--format", "csv"])
-    assert "error" in with_log.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(BAD_FILES), lines
+    for case, path in bad.items():
+        (line,) = [line for line in lines if line.startswith(f"{path}: ")]
+        assert BAD_FILES[case][2] in line, (case, line)
+    with connect(db) as database:
+        after = database.query("rank_breakdown")
+        logged = dict(database.sql("SELECT path, status FROM ingest_log").rows())
+    new = after.filter(after["run_id"].str.starts_with("run"))
+    assert after.filter(~after["run_id"].str.starts_with("run")).equals(before), "earlier runs unchanged"
+    assert new["run_id"].to_list() == [f"run{i:02}" for i in range(len(BAD_FILES))], "the good files ingested"
+    assert new["rank"].to_list() == [0] * len(BAD_FILES)
+    assert all(logged.get(str(path)) == "error" for path in bad.values()), logged
 
 
 def test_several_rankless_traces_is_an_error_naming_the_fix(tmp_path):

@@ -124,11 +124,26 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "has_sync_events", "cross_stream_basis"}
 
 
+@pytest.fixture(scope="module")
+def empty_schema():
+    """An in-memory database of the schema and the SQL definitions, no rows: each query's columns
+    (set up once for the module; the tests only read it)."""
+    import duckdb
+    from scaletrace.pipeline.store.schema import SCHEMA_SQL
+    from scaletrace.queries import definitions
+    con = duckdb.connect()
+    con.execute(SCHEMA_SQL.read_text())
+    definitions.register(con)
+    yield con
+    con.close()
+
+
 @pytest.mark.parametrize("name", queries.names())
-def test_every_query_documents_its_grain_and_units(name):
+def test_every_query_documents_its_grain_and_units(name, empty_schema):
     q = queries.load(name)
     assert q.grain and q.description
-    odd = [c for c in _columns(q) if not c.endswith(UNIT_SUFFIXES) and "_pct_of_" not in c and c not in UNITLESS]
+    odd = [c for c in _columns(empty_schema, q)
+           if not c.endswith(UNIT_SUFFIXES) and "_pct_of_" not in c and c not in UNITLESS]
     assert not odd, f"columns without a unit suffix: {odd}"
 
 
@@ -144,9 +159,16 @@ SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_p
 NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
 
 
+@pytest.fixture(scope="module")
+def fixtures_database(fixtures_db):
+    """One read-only connection to the fixtures' database for the tests of every query (they only read)."""
+    with connect(fixtures_db) as database:
+        yield database
+
+
 @pytest.mark.parametrize("name", queries.names())
-def test_every_percentage_names_its_denominator_or_is_a_share_of_the_span(name, fixtures_db):
-    result = query(fixtures_db, name)
+def test_every_percentage_names_its_denominator_or_is_a_share_of_the_span(name, fixtures_database):
+    result = fixtures_database.query(name)
     for column in [c for c in result.columns if "_pct" in c]:
         part, _, denominator = column.partition("_pct_of_")
         if not denominator:
@@ -169,11 +191,5 @@ def _check_ratio(df, column: str, part: str, whole: str) -> int:
     return 0
 
 
-def _columns(q):
-    import duckdb
-    from scaletrace.pipeline.store.schema import SCHEMA_SQL
-    from scaletrace.queries import definitions
-    con = duckdb.connect()
-    con.execute(SCHEMA_SQL.read_text())
-    definitions.register(con)
+def _columns(con, q):
     return con.sql(q.sql, params={p: None for p in q.params}).columns

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import kernel, query, write_trace
 from scaletrace.cli import main
+from scaletrace.pipeline import connect
 
 GOOD = [kernel("gemm", 0, 100), kernel("ncclKernel_AllReduce_x", 50, 100, stream=20)]
 
@@ -30,32 +31,38 @@ def _nested(depth: int, opener: bytes = b"[", closer: bytes = b"]") -> bytes:
 
 # --- item 1: nesting deep enough to overflow a recursive parser's stack ---------------------------
 
-@pytest.mark.parametrize("depth,where", [(5_000, "unused key"), (1_000_000, "unused key"),
-                                         (200_000, "event args"), (100_000, "distributedInfo")])
-@pytest.mark.parametrize("target", ["--db", "--parquet"])
-def test_deep_nesting_is_one_line_even_with_one_worker(tmp_path, depth, where, target):
-    """The compiled scanner walked every value recursively: a million nested arrays (2 MB) was a
-    SIGSEGV of the ingest process itself with --workers 1, no line, the files after it lost."""
-    runs = tmp_path / "runs"
-    write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
-    write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
+DEEP = [(5_000, "unused key"), (1_000_000, "unused key"), (200_000, "event args"), (100_000, "distributedInfo")]
+
+
+def _deep_doc(depth: int, where: str) -> bytes:
     deep = _nested(depth, b'{"k":', b"}")[:-depth] + b"1" + b"}" * depth if where == "distributedInfo" \
         else _nested(depth)
     if where == "unused key":
-        doc = b'{"x": %s, "traceEvents": %s}' % (deep, json.dumps(GOOD).encode())
-    elif where == "event args":
+        return b'{"x": %s, "traceEvents": %s}' % (deep, json.dumps(GOOD).encode())
+    if where == "event args":
         event = dict(GOOD[0], args={"device": 0, "stream": 7})
-        doc = b'{"traceEvents": [%s]}' % json.dumps(event).encode().replace(b'"stream": 7', b'"stream": 7, "y": ' + deep)
-    else:
-        doc = b'{"traceEvents": %s, "distributedInfo": {"rank": 0, "z": %s}}' % (json.dumps(GOOD).encode(), deep)
-    bad = runs / "b" / "rank0.json"
-    bad.parent.mkdir(parents=True)
-    bad.write_bytes(doc)
+        return b'{"traceEvents": [%s]}' % json.dumps(event).encode().replace(b'"stream": 7', b'"stream": 7, "y": ' + deep)
+    return b'{"traceEvents": %s, "distributedInfo": {"rank": 0, "z": %s}}' % (json.dumps(GOOD).encode(), deep)
+
+
+@pytest.mark.parametrize("target", ["--db", "--parquet"])
+def test_deep_nesting_is_one_line_even_with_one_worker(tmp_path, target):
+    """The compiled scanner walked every value recursively: a million nested arrays (2 MB) was a
+    SIGSEGV of the ingest process itself with --workers 1, no line, the files after it lost.
+    Each depth and place is a run of its own between two good runs, all in one ingest."""
+    runs = tmp_path / "runs"
+    write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
+    write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
+    bad = [runs / f"b{i}" / "rank0.json" for i in range(len(DEEP))]
+    for path, (depth, where) in zip(bad, DEEP):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(_deep_doc(depth, where))
     out = tmp_path / ("t.duckdb" if target == "--db" else "ds")
     result = _ingest(runs, target, out, "--workers", "1")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert _lines(result) == [f"{bad}: JSON nested too deeply (beyond Python's recursion limit): not a Kineto trace"]
-    assert sorted(query(out, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+    assert sorted(_lines(result)) == [f"{path}: JSON nested too deeply (beyond Python's recursion limit): not a Kineto trace"
+                              for path in bad]
+    assert _run_ids(out) == ["a", "c"]
 
 
 def test_moderate_nesting_still_ingests(tmp_path):
@@ -130,22 +137,37 @@ EVERY_RUN_QUERIES = ("collectives", "op_efficiency", "hta_temporal_breakdown", "
                      "idle_breakdown", "run_summary", "rank_breakdown")
 
 
+def _queries_answer(db, names) -> None:
+    """Every query of ``names`` runs on ``db`` (one connection for them all)."""
+    with connect(db) as database:
+        for name in names:
+            database.query(name)
+
+
+def _run_ids(db, name: str = "rank_breakdown") -> list:
+    with connect(db) as database:
+        return sorted(database.query(name)["run_id"].to_list())
+
+
 @pytest.mark.parametrize("engine", ["compiled", "python"])
-@pytest.mark.parametrize("case", sorted(UNCOMPUTABLE))
-def test_a_value_no_query_can_compute_with_is_refused_at_ingest(tmp_path, monkeypatch, case, engine):
+def test_a_value_no_query_can_compute_with_is_refused_at_ingest(tmp_path, monkeypatch, engine):
+    """Each case is a run of its own beside a good one, all in one ingest: each bad file has its
+    own line, and the good run's answers stand."""
     monkeypatch.setenv("SCALETRACE_EXTRACTOR", engine)
-    extra, reason = UNCOMPUTABLE[case]
     runs = tmp_path / "runs"
     write_trace(runs / "good" / "rank0.json", GOOD, rank=0)
-    bad = write_trace(runs / "bad" / "rank0.json", GOOD + extra, rank=0)
+    bad = {case: write_trace(runs / f"bad{i}" / "rank0.json", GOOD + extra, rank=0)
+           for i, (case, (extra, _)) in enumerate(sorted(UNCOMPUTABLE.items()))}
     db = tmp_path / "t.duckdb"
     result = _ingest(runs, "--db", db)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    (line,) = _lines(result)
-    assert line.startswith(f"{bad}: event #") and reason in line, line
-    for name in EVERY_RUN_QUERIES:  # the other run's answers stand
-        query(db, name)
-    assert query(db, "rank_breakdown")["run_id"].to_list() == ["good"]
+    lines = _lines(result)
+    assert len(lines) == len(UNCOMPUTABLE), lines
+    for case, path in bad.items():  # one line per file: its own, with its own reason
+        (line,) = [line for line in lines if line.startswith(f"{path}: ")]
+        assert line.startswith(f"{path}: event #") and UNCOMPUTABLE[case][1] in line, (case, line)
+    _queries_answer(db, EVERY_RUN_QUERIES)  # the other run's answers stand
+    assert _run_ids(db) == ["good"]
 
 
 def test_the_same_values_at_their_bounds_ingest(tmp_path):
@@ -157,8 +179,7 @@ def test_the_same_values_at_their_bounds_ingest(tmp_path):
     db = tmp_path / "t.duckdb"
     result = _ingest(tmp_path / "r", "--db", db)
     assert result.exit_code == 0, result.output
-    for name in EVERY_RUN_QUERIES:
-        query(db, name)
+    _queries_answer(db, EVERY_RUN_QUERIES)
 
 
 def test_the_report_shows_non_finite_values_as_missing():
@@ -185,19 +206,29 @@ BAD_MANIFESTS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_MANIFESTS))
-def test_a_run_json_value_no_metric_can_use_is_one_line(tmp_path, case):
-    manifest, reason = BAD_MANIFESTS[case]
+def _one_line_each(result, reasons: dict) -> None:
+    """Exit 1, no traceback, and one line per bad file (path -> what its line says after the path)."""
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = _lines(result)
+    assert len(lines) == len(reasons), lines
+    for path, reason in reasons.items():
+        (line,) = [line for line in lines if line.startswith(f"{path}: ")]
+        assert line.startswith(f"{path}: {reason}"), line
+
+
+def test_a_run_json_value_no_metric_can_use_is_one_line(tmp_path):
+    """Each case is a run of its own beside a good one, all in one ingest."""
     runs = tmp_path / "runs"
     write_trace(runs / "good" / "rank0.json", GOOD, rank=0)
-    write_trace(runs / "bad" / "rank0.json", GOOD, rank=0)
-    (runs / "bad" / "run.json").write_text(json.dumps(manifest))
+    reasons = {}
+    for i, case in enumerate(sorted(BAD_MANIFESTS)):
+        manifest, reason = BAD_MANIFESTS[case]
+        write_trace(runs / f"bad{i}" / "rank0.json", GOOD, rank=0)
+        (runs / f"bad{i}" / "run.json").write_text(json.dumps(manifest))
+        reasons[runs / f"bad{i}" / "run.json"] = reason
     db = tmp_path / "t.duckdb"
-    result = _ingest(runs, "--db", db)
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    (line,) = _lines(result)
-    assert line.startswith(f"{runs / 'bad' / 'run.json'}: {reason}"), line
-    assert query(db, "run_summary")["run_id"].to_list() == ["good"]
+    _one_line_each(_ingest(runs, "--db", db), reasons)
+    assert _run_ids(db, "run_summary") == ["good"]
 
 
 @pytest.mark.parametrize("key,value", [("world_size", 0), ("device.peak_flops", 1e-320), ("tokens_per_step", 0)])
@@ -217,55 +248,61 @@ BAD_STEPS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_STEPS))
-def test_a_step_log_value_no_metric_can_use_is_one_line(tmp_path, case):
-    record, reason = BAD_STEPS[case]
+def test_a_step_log_value_no_metric_can_use_is_one_line(tmp_path):
+    """Each case is a run of its own beside a good one, all in one ingest."""
     runs = tmp_path / "runs"
     write_trace(runs / "good" / "rank0.json", GOOD, rank=0)
-    write_trace(runs / "bad" / "rank0.json", GOOD, rank=0)
-    (runs / "bad" / "rank0.steps.jsonl").write_text('{"step": 0, "start_ns": 0, "dur_ns": 5}\n' + record + "\n")
+    reasons = {}
+    for i, case in enumerate(sorted(BAD_STEPS)):
+        record, reason = BAD_STEPS[case]
+        write_trace(runs / f"bad{i}" / "rank0.json", GOOD, rank=0)
+        steps = runs / f"bad{i}" / "rank0.steps.jsonl"
+        steps.write_text('{"step": 0, "start_ns": 0, "dur_ns": 5}\n' + record + "\n")
+        reasons[steps] = reason
     db = tmp_path / "t.duckdb"
     result = _ingest(runs, "--db", db)
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    (line,) = _lines(result)
-    assert line.startswith(f"{runs / 'bad' / 'rank0.steps.jsonl'}: steps log not ingested: line 2: ") and reason in line, line
-    for name in ("run_summary", "scaling"):
-        query(db, name)
+    _one_line_each(result, dict.fromkeys(reasons, "steps log not ingested: line 2: "))
+    for path, reason in reasons.items():
+        assert any(line.startswith(f"{path}: ") and reason in line for line in _lines(result)), (path, reason)
+    _queries_answer(db, ("run_summary", "scaling"))
 
 
-@pytest.mark.parametrize("record", ['{"ts_ns": 0, "watts": -1}', '{"ts_ns": 0, "watts": 1e999}',
-                                    '{"ts_ns": -9223372036854775808, "watts": 1}'])
-def test_a_power_sample_no_metric_can_use_is_one_line(tmp_path, record):
-    run = tmp_path / "run"
-    write_trace(run / "rank0.json", GOOD, rank=0)
-    (run / "rank0.power.jsonl").write_text(record + "\n")
-    result = _ingest(run, "--db", tmp_path / "t.duckdb")
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    (line,) = _lines(result)
-    assert line.startswith(f"{run / 'rank0.power.jsonl'}: power log not ingested: line 1: "), line
+def test_a_power_sample_no_metric_can_use_is_one_line(tmp_path):
+    """Each record is a run of its own, all in one ingest."""
+    power = []
+    for i, record in enumerate(['{"ts_ns": 0, "watts": -1}', '{"ts_ns": 0, "watts": 1e999}',
+                                '{"ts_ns": -9223372036854775808, "watts": 1}']):
+        write_trace(tmp_path / "runs" / f"p{i}" / "rank0.json", GOOD, rank=0)
+        power.append(tmp_path / "runs" / f"p{i}" / "rank0.power.jsonl")
+        power[-1].write_text(record + "\n")
+    result = _ingest(tmp_path / "runs", "--db", tmp_path / "t.duckdb")
+    _one_line_each(result, dict.fromkeys(power, "power log not ingested: line 1: "))
 
 
 # --- item 7: a path that is not UTF-8 ----------------------------------------------------------------
 
 @pytest.mark.parametrize("target", ["--db", "--parquet"])
-@pytest.mark.parametrize("bad", [b"b_bad\xff/rank0.json", b"b/rank\xfe0.json", b"b\xc3(/x/rank0.json"])
-def test_a_path_that_is_not_utf8_costs_that_file_alone(tmp_path, target, bad):
+def test_a_path_that_is_not_utf8_costs_that_file_alone(tmp_path, target):
     """The DuckDB ingest aborted ("cannot encode str as UTF-8") and every run sorted after it was
-    never ingested; the Parquet ingest aborted before ingesting anything."""
+    never ingested; the Parquet ingest aborted before ingesting anything.  Three such paths (a bad
+    byte in a run's directory, in a file's name, in a directory above the file), one ingest."""
     runs = tmp_path / "runs"
     write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
     write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
-    path = os.fsencode(runs) + b"/" + bad
-    os.makedirs(os.path.dirname(path))
-    with open(path, "wb") as handle:
-        handle.write(json.dumps({"traceEvents": GOOD, "distributedInfo": {"rank": 0}}).encode())
+    paths = [os.fsencode(runs) + b"/" + bad for bad in (b"b_bad\xff/rank0.json", b"b/rank\xfe0.json",
+                                                       b"b\xc3(/x/rank0.json")]
+    for path in paths:
+        os.makedirs(os.path.dirname(path))
+        with open(path, "wb") as handle:
+            handle.write(json.dumps({"traceEvents": GOOD, "distributedInfo": {"rank": 0}}).encode())
+    expected = sorted(path.decode("utf-8", "backslashreplace") + ": its path is not valid UTF-8, which the database "
+                      "stores paths as; rename the file or its directory" for path in paths)
     out = tmp_path / ("t.duckdb" if target == "--db" else "ds")
     for _ in range(2):  # and the same on every re-run
         result = _ingest(runs, target, out)
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-        assert _lines(result) == [path.decode("utf-8", "backslashreplace") + ": its path is not valid UTF-8, which "
-                                  "the database stores paths as; rename the file or its directory"]
-        assert sorted(query(out, "rank_breakdown")["run_id"].to_list()) == ["a", "c"]
+        assert sorted(_lines(result)) == expected
+        assert _run_ids(out) == ["a", "c"]
 
 
 # --- item 8: re-profiling into the same directory ----------------------------------------------------
@@ -352,14 +389,25 @@ def test_a_deleted_trace_is_no_longer_served(tmp_path, target):
 
 # --- items 4 and 6: a damaged or doubled Parquet dataset ----------------------------------------------
 
-@pytest.fixture()
-def dataset(tmp_path):
-    runs = tmp_path / "runs"
+@pytest.fixture(scope="module")
+def dataset_once(tmp_path_factory):
+    """Two runs ingested into a Parquet dataset, once for the module (each test damages a copy)."""
+    tmp = tmp_path_factory.mktemp("dataset")
+    runs = tmp / "runs"
     write_trace(runs / "a" / "rank0.json", GOOD, rank=0)
     write_trace(runs / "c" / "rank0.json", GOOD, rank=0)
-    ds = tmp_path / "ds"
+    ds = tmp / "ds"
     assert _ingest(runs, "--parquet", ds).exit_code == 0
     return runs, ds
+
+
+@pytest.fixture()
+def dataset(dataset_once, tmp_path):
+    """A copy of the dataset (modification times kept, as a re-ingest compares them), and its runs."""
+    import shutil
+
+    runs, ds = dataset_once
+    return runs, shutil.copytree(ds, tmp_path / "ds")
 
 
 def _part(ds, table: str, run: str = "c"):
