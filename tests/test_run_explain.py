@@ -1,7 +1,8 @@
 """`scaletrace explain` of runs that are no sweep, the sliver rule and the one-line projection note.
 
-Every real GPU run of ../shared/traces is ingested alone, with no run.json, and each sentence
-`scaletrace explain` says about it is checked against an independent reading: the trace's JSON
+Every real GPU run of ../shared/traces (shared_db: each run its own folder, with no run.json, so no
+sweep) is explained, and each sentence `scaletrace explain` says about it is checked against an
+independent reading: the trace's JSON
 read here (device intervals, ProfilerStep windows, launches by correlation, NCCL kernels matched
 by order across ranks: DESIGN.md's definitions, none of the pipeline's code), or the query rows
 recomputed (per process group, compute efficiency, kernel families).
@@ -170,7 +171,7 @@ def _is_gpu(files) -> bool:
     return False
 
 
-# --- every real GPU run, alone, no run.json ------------------------------------------------------
+# --- every real GPU run, no run.json ------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
