@@ -43,9 +43,25 @@ def sweep_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sweep_report(sweep_db, tmp_path_factory):
-    """build_report(sweep_db) with the defaults, built once for the tests that only read it."""
-    return build_report(sweep_db, tmp_path_factory.mktemp("sweep-report") / "r.html")
+def sweep_figures(sweep_db, tmp_path_factory):
+    """build_report(sweep_db) without the page's SVG fallbacks, and every chart as PNG and SVG for papers,
+    each rendered from the chart's spec, built once for the tests that only read it: (the result, its
+    folder, the specs vl_convert rendered to PNG)."""
+    import vl_convert
+
+    out = tmp_path_factory.mktemp("sweep-report")
+    rendered, real = [], vl_convert.vegalite_to_png
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
+        patch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
+        result = build_report(sweep_db, out / "r.html", png_dir=out / "spec", svg_dir=out / "svg")
+    return result, out, rendered
+
+
+@pytest.fixture(scope="module")
+def sweep_report(sweep_figures):
+    """The sweep's report (the page is the same with or without the figures for papers)."""
+    return sweep_figures[0]
 
 
 @pytest.fixture(scope="module")
@@ -85,27 +101,23 @@ def test_missing_data_is_named_not_drawn(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def paper_figures(sweep_db, tmp_path_factory):
-    """The sweep's figures for papers, two ways, built once: with the page's SVG fallbacks drawn (--png
-    rasterizes them), and without (each PNG and SVG rendered from the chart's spec); every spec
-    vl_convert rendered to PNG is recorded, per build."""
+def paper_figures(sweep_db, sweep_figures, tmp_path_factory):
+    """The sweep's PNGs with the page's SVG fallbacks drawn (--png rasterizes them), beside sweep_figures
+    (each rendered from its spec); the specs vl_convert rendered to PNG for each."""
     import vl_convert
 
     out = tmp_path_factory.mktemp("papers")
-    rendered, real = {"fallbacks": [], "specs": []}, vl_convert.vegalite_to_png
+    rendered, real = [], vl_convert.vegalite_to_png
     with pytest.MonkeyPatch.context() as patch:
-        build = "fallbacks"
-        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered[build].append(spec) or real(spec, **kw))
+        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
         patch.setenv("SCALETRACE_STATIC_SVGS", "1")
         with_svgs = build_report(sweep_db, out / "r.html", png_dir=out / "png")
-        build = "specs"
-        patch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
-        from_specs = build_report(sweep_db, out / "r2.html", png_dir=out / "spec", svg_dir=out / "svg")
-    return out, with_svgs, from_specs, rendered
+    from_specs, specs_out, from_specs_rendered = sweep_figures
+    return out, with_svgs, specs_out, from_specs, {"fallbacks": rendered, "specs": from_specs_rendered}
 
 
-def test_png_and_svg_for_papers(paper_figures):
-    out, _, result, _ = paper_figures
+def test_png_and_svg_for_papers(sweep_figures):
+    result, out, _ = sweep_figures
     assert sorted(p.stem for p in (out / "spec").iterdir()) == sorted(result.charts)
     assert (out / "spec" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "svg" / "mfu.svg").read_text().lstrip().startswith("<svg")
@@ -114,11 +126,11 @@ def test_png_and_svg_for_papers(paper_figures):
 def test_png_export_rasterizes_the_pages_svgs(paper_figures):
     """With the page's SVG fallbacks drawn, --png rasterizes them instead of rendering each chart a
     second time, and gets the bytes that rendering the chart's spec gives (what it wrote before)."""
-    out, result, from_specs, rendered = paper_figures
+    out, result, specs_out, from_specs, rendered = paper_figures
     assert rendered["fallbacks"] == []
     assert len(rendered["specs"]) == len(result.charts) and from_specs.charts == result.charts
     for key in result.charts:
-        assert (out / "png" / f"{key}.png").read_bytes() == (out / "spec" / f"{key}.png").read_bytes()
+        assert (out / "png" / f"{key}.png").read_bytes() == (specs_out / "spec" / f"{key}.png").read_bytes()
 
 
 @pytest.fixture(scope="module")
