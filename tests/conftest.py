@@ -32,7 +32,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # jobs, test_reports and test_report_numbers synthetic sweeps and the reports built from them once,
 # test_packaging one wheel (built in the source tree's build/: two workers building at once collide
 # there, "File exists").  Every other test is scheduled on its own.
-ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_packaging", "test_report_numbers", "test_reports")
+# test_cross_check reports on six databases, each report built once for the tests that read it.
+ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_cross_check", "test_packaging", "test_report_numbers",
+                      "test_reports")
 # These modules keep the tests of one parameter (one run) together: test_hta_conformance loads a run's
 # traces into HTA once for its two tests.
 ONE_WORKER_PER_PARAMETER = ("test_hta_conformance",)
@@ -368,3 +370,14 @@ def spec_values(spec: dict) -> list[dict]:
         for item in spec:
             out += spec_values(item)
     return out
+
+
+def _ingest_demo(folder: Path) -> None:
+    report = ingest([FIXTURES / "demo-sweep"], db=folder / "demo.duckdb", workers=2)
+    assert not report.errors, [o.line() for o in report.errors]
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> Path:
+    """The shipped demo sweep (fixtures/demo-sweep) ingested, once for all workers: the tests only read it."""
+    return built_once(tmp_path_factory, "demo", _ingest_demo) / "demo.duckdb"

@@ -250,13 +250,11 @@ def _raw_dlrm():
 
 
 @pytest.fixture(scope="module")
-def dlrm(tmp_path_factory):
-    if not DLRM.is_dir():
-        pytest.skip(f"{DLRM} is absent (the shared real traces)")
-    db = tmp_path_factory.mktemp("dlrm") / "dlrm.duckdb"
-    report = ingest([DLRM], db=db)
-    assert not report.errors
-    return query(db, "critical_path"), query(db, "critical_path_summary"), _raw_dlrm()
+def dlrm(shared_db):
+    """The DLRM run's path and summary, from shared_db (every shared run, ingested once for the suite)."""
+    run = DLRM.name
+    return (query(shared_db, "critical_path", run_id=run), query(shared_db, "critical_path_summary", run_id=run),
+            _raw_dlrm())
 
 
 def test_dlrm_path_is_the_slowest_rank_step(dlrm):

@@ -17,7 +17,6 @@ from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.reports import build_report, data as report_data, findings
 from scaletrace.reports.card import card_from_db
 
-ROOT = Path(__file__).resolve().parents[1]
 TOKENS = 8192
 # the best layout's step at each GPU count, and one slower layout at 4 GPUs (never the best)
 STEP_US = {1: 1000, 2: 560, 4: 330, 8: 300}
@@ -40,10 +39,19 @@ def known_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    def build(folder):
-        assert not ingest([ROOT / "fixtures" / "demo-sweep"], db=folder / "demo.duckdb", workers=2).errors
-    return built_once(tmp_path_factory, "test_cross_check-demo_db", build) / "demo.duckdb"
+def reported(request, tmp_path_factory):
+    """which -> (report_data.load of the `which`_db fixture's database, the report built from it), each
+    built once for the module: the tests only read them."""
+    cache: dict = {}
+
+    def get(which: str):
+        if which not in cache:
+            db = request.getfixturevalue(f"{which}_db")
+            with connect(db) as database:
+                data = report_data.load(database)
+            cache[which] = (data, build_report(db, tmp_path_factory.mktemp(f"report-{which}") / "r.html"))
+        return cache[which]
+    return get
 
 
 def _rank_idle_pct(idle: pl.DataFrame) -> dict[str, float]:
@@ -71,15 +79,15 @@ def test_the_arithmetic_of_the_sweep():
 
 
 @pytest.mark.parametrize("which", ["known", "demo"])
-def test_every_number_named_twice_is_one_value(which, known_db, demo_db, tmp_path):
+def test_every_number_named_twice_is_one_value(which, known_db, demo_db, reported):
     db = known_db if which == "known" else demo_db
+    data, result = reported(which)
     with connect(db) as database:
         card = card_from_db(database)
         summary = {r["run_id"]: r for r in database.query("run_summary").iter_rows(named=True)}
         scaling = {r["run_id"]: r for r in database.query("scaling").iter_rows(named=True)}
         attribution = database.query("scaling_attribution")
         idle_rows = database.query("idle_breakdown")
-        data = report_data.load(database)
     # the card's row is run_summary's and scaling's, to the last digit
     for r in card.rows.iter_rows(named=True):
         s, sc = summary[r["run_id"]], scaling.get(r["run_id"], {})
@@ -101,7 +109,6 @@ def test_every_number_named_twice_is_one_value(which, known_db, demo_db, tmp_pat
     for r in data.idle_parts.iter_rows(named=True):
         mine = idle_rows.filter(pl.col("run_id") == r["run_id"])
         assert r["idle_ns"] == pytest.approx(mine["idle_ns"].mean())
-    result = build_report(db, tmp_path / "r.html")
     # no "no idle time" beside idle runs: the idle chart is drawn where a fastest run has idle, and
     # every note agrees with the runs table (test_every_note_says_what_the_table_beside_it_shows)
     if any(summary[b]["idle_pct"] > 0 for b in _fastest(data)):
@@ -168,14 +175,12 @@ def test_device_work_outside_the_profiled_steps_is_no_disagreement(tmp_path):
 
 
 @pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared real traces are absent")
-def test_the_traced_window_check_on_the_shared_traces(tmp_path):
+def test_the_traced_window_check_on_the_shared_traces(shared_db):
     """hta-cpu-only-gloo: one 210 ms step whose device (CPU-op) work spans 179 ms, in a 1.26 s trace:
     no disagreement (the old check said 6 ×).  tracelens-mi300x: three ~16 ms ProfilerSteps whose
     kernels keep the device busy 84 ms (28 ms a step, from the trace itself): the host's step is
     shorter than the device's, a real disagreement, warned about."""
-    db = tmp_path / "s.duckdb"
-    runs = [SHARED_TRACES / "hta-cpu-only-gloo", SHARED_TRACES / "tracelens-mi300x"]
-    assert not ingest(runs, db=db, workers=1).errors
+    db = shared_db  # every shared run, each ingested as its own run (no run.json): built once for the suite
     rows = {r["run_id"]: r for r in query(db, "run_summary").iter_rows(named=True)}
     gloo, mi300x = rows["hta-cpu-only-gloo"], rows["tracelens-mi300x"]
     assert "traced window" not in (gloo["warnings"] or "")
@@ -227,15 +232,14 @@ def _bad_loo_pct() -> dict[int, float]:
     return {n: 100 * (predicted[n] - BAD[n]) / (BAD[n] + IDLE_US) for n in BAD}
 
 
-def test_a_failed_fit_is_a_table_row_and_no_line(misfit_db, tmp_path):
+def test_a_failed_fit_is_a_table_row_and_no_line(reported):
     from scaletrace.queries.analysis.projection import UNRELIABLE_PCT
     from scaletrace.reports.charts_projection import build_projection
 
     loo = _bad_loo_pct()
     assert loo[4] == pytest.approx(-84.4, abs=0.05) and loo[2] == pytest.approx(948, abs=0.5)
     worst = max(abs(v) for v in loo.values())
-    with connect(misfit_db) as database:
-        data = report_data.load(database)
+    data, result = reported("misfit")
     rows = {r["sweep"]: r for r in data.projection_fits.iter_rows(named=True)}
     bad, good = rows["m (tp2-pp1-cp1)"], rows["m (tp1-pp1-cp1)"]
     # the failed fit: its row, with the error and the reason, in the construction's numbers
@@ -263,7 +267,6 @@ def test_a_failed_fit_is_a_table_row_and_no_line(misfit_db, tmp_path):
     (line,) = [s for s in data.projection_notes if s.startswith("m (tp2-pp1-cp1):")]
     assert bad["reason"] in line and "knee at" not in line
     # the page: the row, in the table under the chart
-    result = build_report(misfit_db, tmp_path / "m.html")
     page = result.path.read_text()
     table = page[page.index('<table class="projection">'):]
     table = table[:table.index("</table>")]
@@ -362,11 +365,8 @@ def long_step_db(tmp_path_factory):
 
 
 @pytest.mark.parametrize("which", ["known", "demo", "unswept", "idle_free", "long_step", "misfit"])
-def test_every_note_says_what_the_table_beside_it_shows(which, request, tmp_path):
-    db = request.getfixturevalue(f"{which}_db")
-    with connect(db) as database:
-        data = report_data.load(database)
-    result = build_report(db, tmp_path / "r.html")
+def test_every_note_says_what_the_table_beside_it_shows(which, reported):
+    data, result = reported(which)
     assert_notes_agree_with_the_table(data, result.omitted + data.notes)
     idle = {r["run_id"]: r["idle_pct"] for r in data.runs.iter_rows(named=True)}
     if which == "unswept":  # idle well over 20 % of the step, and no fastest run to speak of

@@ -31,11 +31,18 @@ def _rows(df):
     return sorted(tuple(f"{v:.12g}" if isinstance(v, float) else str(v) for v in row) for row in df.rows())
 
 
-@pytest.mark.parametrize("name", queries.names())
-def test_every_query_agrees_on_the_export(name, exported):
+@pytest.fixture(scope="module")
+def connected(exported):
+    """The DuckDB file and its export, each opened once for every query's test (they only read)."""
     db, pq = exported
     with connect(db) as a, connect(pq) as b:
-        left, right = a.query(name), b.query(name)
+        yield a, b
+
+
+@pytest.mark.parametrize("name", queries.names())
+def test_every_query_agrees_on_the_export(name, connected):
+    a, b = connected
+    left, right = a.query(name), b.query(name)
     assert left.columns == right.columns
     assert left.height > 0 or name in ("layouts", "run_diff")  # run_diff: no rows without two runs
     assert _rows(left) == _rows(right)

@@ -174,8 +174,18 @@ def test_no_chart_averages_layouts_at_a_gpu_count(scaling_report):
 
 # --- --runs, unknown runs, empty databases ---------------------------------------------------
 
-def test_runs_filter_everything(scaling_db, tmp_path):
-    result = build_report(scaling_db, tmp_path / "r.html", runs=["bravo-2", "delta-4"])
+@pytest.fixture(scope="module")
+def filtered_report(scaling_db, tmp_path_factory):
+    """build_report of two of scaling_db's runs, given an open Database (the API's other form), built once:
+    (the result, the number of runs the Database still answered for after it)."""
+    with connect(scaling_db) as db:
+        result = build_report(db, tmp_path_factory.mktemp("filtered") / "r.html", runs=["bravo-2", "delta-4"])
+        still_open = db.query("run_summary").height  # build_report does not close it
+    return result, still_open
+
+
+def test_runs_filter_everything(filtered_report):
+    result, _ = filtered_report
     html = result.path.read_text()
     for absent in ("alpha-1", "charlie-4"):
         assert absent not in html, absent  # table, findings, chart data and tooltips
@@ -215,11 +225,10 @@ def test_no_runs_no_report(tmp_path):
 
 # --- API and output paths -----------------------------------------------------------------------
 
-def test_build_report_accepts_a_database(scaling_db, tmp_path):
-    with connect(scaling_db) as db:
-        result = build_report(db, tmp_path / "r.html", runs=["alpha-1"])
-        assert db.query("run_summary").height == 4  # still open: build_report does not close it
-    assert result.path.is_file() and "alpha-1" in result.path.read_text()
+def test_build_report_accepts_a_database(scaling_db, filtered_report):
+    result, still_open = filtered_report
+    assert still_open == 4  # still open: build_report does not close it
+    assert result.path.is_file() and "bravo-2" in result.path.read_text()
     assert f"from {Path(scaling_db).name}" in result.path.read_text()
 
 
@@ -239,7 +248,9 @@ def test_missing_output_directories_are_created_and_said(scaling_db, scaling_cli
     assert out.is_file() and (png / "throughput.png").is_file()
     said = [ln for ln in result.output.splitlines() if ln.startswith("created directory")]
     assert said == [f"created directory {out.parent}", f"created directory {png}"]
-    again = CliRunner().invoke(main, ["report", "--db", str(scaling_db), "-o", str(out), "-q"])
+    # the directories exist now: nothing said (one run is enough for that)
+    again = CliRunner().invoke(main, ["report", "--db", str(scaling_db), "-o", str(out), "-q", "--runs", "alpha-1"])
+    assert again.exit_code == 0, again.output
     assert "created directory" not in again.output
 
 

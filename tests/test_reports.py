@@ -43,9 +43,25 @@ def sweep_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sweep_report(sweep_db, tmp_path_factory):
-    """build_report(sweep_db) with the defaults, built once for the tests that only read it."""
-    return build_report(sweep_db, tmp_path_factory.mktemp("sweep-report") / "r.html")
+def sweep_figures(sweep_db, tmp_path_factory):
+    """build_report(sweep_db) without the page's SVG fallbacks, and every chart as PNG and SVG for papers,
+    each rendered from the chart's spec, built once for the tests that only read it: (the result, its
+    folder, the specs vl_convert rendered to PNG)."""
+    import vl_convert
+
+    out = tmp_path_factory.mktemp("sweep-report")
+    rendered, real = [], vl_convert.vegalite_to_png
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
+        patch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
+        result = build_report(sweep_db, out / "r.html", png_dir=out / "spec", svg_dir=out / "svg")
+    return result, out, rendered
+
+
+@pytest.fixture(scope="module")
+def sweep_report(sweep_figures):
+    """The sweep's report (the page is the same with or without the figures for papers)."""
+    return sweep_figures[0]
 
 
 @pytest.fixture(scope="module")
@@ -84,38 +100,56 @@ def test_missing_data_is_named_not_drawn(tmp_path):
     assert "tokens_per_step" in result.path.read_text()
 
 
-def test_png_and_svg_for_papers(sweep_db, tmp_path):
-    result = build_report(sweep_db, tmp_path / "r.html", png_dir=tmp_path / "png", svg_dir=tmp_path / "svg")
-    assert sorted(p.stem for p in (tmp_path / "png").iterdir()) == sorted(result.charts)
-    assert (tmp_path / "png" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "svg" / "mfu.svg").read_text().lstrip().startswith("<svg")
-
-
-def test_png_export_rasterizes_the_pages_svgs(sweep_db, tmp_path, static_svgs, monkeypatch):
-    """With the page's SVG fallbacks drawn, --png rasterizes them instead of rendering each chart a
-    second time, and gets the bytes that rendering the chart's spec gives (what it wrote before)."""
+@pytest.fixture(scope="module")
+def paper_figures(sweep_db, sweep_figures, tmp_path_factory):
+    """The sweep's PNGs with the page's SVG fallbacks drawn (--png rasterizes them), beside sweep_figures
+    (each rendered from its spec); the specs vl_convert rendered to PNG for each."""
     import vl_convert
 
+    out = tmp_path_factory.mktemp("papers")
     rendered, real = [], vl_convert.vegalite_to_png
-    monkeypatch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
-    result = build_report(sweep_db, tmp_path / "r.html", png_dir=tmp_path / "png")
-    assert rendered == []
-    monkeypatch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
-    build_report(sweep_db, tmp_path / "r2.html", png_dir=tmp_path / "spec")
-    assert len(rendered) == len(result.charts)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
+        patch.setenv("SCALETRACE_STATIC_SVGS", "1")
+        with_svgs = build_report(sweep_db, out / "r.html", png_dir=out / "png")
+    from_specs, specs_out, from_specs_rendered = sweep_figures
+    return out, with_svgs, specs_out, from_specs, {"fallbacks": rendered, "specs": from_specs_rendered}
+
+
+def test_png_and_svg_for_papers(sweep_figures):
+    result, out, _ = sweep_figures
+    assert sorted(p.stem for p in (out / "spec").iterdir()) == sorted(result.charts)
+    assert (out / "spec" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "svg" / "mfu.svg").read_text().lstrip().startswith("<svg")
+
+
+def test_png_export_rasterizes_the_pages_svgs(paper_figures):
+    """With the page's SVG fallbacks drawn, --png rasterizes them instead of rendering each chart a
+    second time, and gets the bytes that rendering the chart's spec gives (what it wrote before)."""
+    out, result, specs_out, from_specs, rendered = paper_figures
+    assert rendered["fallbacks"] == []
+    assert len(rendered["specs"]) == len(result.charts) and from_specs.charts == result.charts
     for key in result.charts:
-        assert (tmp_path / "png" / f"{key}.png").read_bytes() == (tmp_path / "spec" / f"{key}.png").read_bytes()
+        assert (out / "png" / f"{key}.png").read_bytes() == (specs_out / "spec" / f"{key}.png").read_bytes()
 
 
-def test_trace_names_cannot_inject_markup(tmp_path):
-    spec = SynthRun("evil-run", ranks=2, steps=1, workload=EVIL, kernel_prefix=EVIL, pg_prefix=EVIL)
-    run = write_run(tmp_path, spec)
+@pytest.fixture(scope="module")
+def evil_report(tmp_path_factory):
+    """Names from traces that try to inject markup, in one report: a run whose id, workload, kernel and
+    process-group names are EVIL, and one whose workload is ("x" + EVIL)."""
+    root = tmp_path_factory.mktemp("evil")
+    run = write_run(root, SynthRun("evil-run", ranks=2, steps=1, workload=EVIL, kernel_prefix=EVIL, pg_prefix=EVIL))
     manifest = json.loads((run / "run.json").read_text())
     manifest["run_id"] = "run" + EVIL
     (run / "run.json").write_text(json.dumps(manifest))
-    db = tmp_path / "t.duckdb"
-    assert not ingest([run], db=db, workers=1).errors
-    text = build_report(db, tmp_path / "r.html").path.read_text()
+    write_run(root, SynthRun("e", ranks=2, steps=1, workload="x" + EVIL, kernel_prefix=EVIL, pg_prefix=EVIL))
+    db = root / "t.duckdb"
+    assert not ingest([root], db=db, workers=1).errors
+    return build_report(db, root / "r.html")
+
+
+def test_trace_names_cannot_inject_markup(evil_report):
+    text = evil_report.path.read_text()
     assert "<script>alert" not in text
     assert text.count("<script") == 3  # the Vega bundle, the JSON specs, the embed loop
     assert "run&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&#x27;&quot;&amp;" in text
@@ -135,18 +169,11 @@ def _browser(html, tmp_path, *extra):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make setup installs Debian's chromium as root)")
 @pytest.mark.parametrize("which", ["sweep", "evil"])
-def test_report_renders_in_headless_chromium(which, sweep_report, tmp_path):
-    if which == "sweep":
-        result = sweep_report
-    else:
-        write_run(tmp_path, SynthRun("e", ranks=2, steps=1, workload="x" + EVIL, kernel_prefix=EVIL,
-                                     pg_prefix=EVIL))
-        db = tmp_path / "t.duckdb"
-        ingest([tmp_path], db=db, workers=1)
-        result = build_report(db, tmp_path / "r.html")
+def test_report_renders_in_headless_chromium(which, sweep_report, evil_report, tmp_path):
+    result = sweep_report if which == "sweep" else evil_report
     shot = tmp_path / "report.png"
-    _browser(result.path, tmp_path, f"--screenshot={shot}", "--window-size=1300,5000")
-    dom_run = _browser(result.path, tmp_path, "--dump-dom")
+    # one launch: the screenshot and the DOM, both after the page's scripts ran
+    dom_run = _browser(result.path, tmp_path, f"--screenshot={shot}", "--window-size=1300,5000", "--dump-dom")
     dom = re.sub(r"<noscript>.*?</noscript>", "", dom_run.stdout, flags=re.S)  # the live charts, not the fallbacks
     console = [ln for ln in dom_run.stderr.splitlines() if ":CONSOLE" in ln]
     assert not console, console
@@ -169,10 +196,9 @@ def test_run_ingests_and_reports_in_one_command(tmp_path):
     assert "4 GPUs  best r4" in result.output  # the headline numbers
 
 
-def test_shipped_demo_sweep_gives_a_report(tmp_path):
-    from conftest import FIXTURES
-
-    result = CliRunner().invoke(main, ["run", str(FIXTURES / "demo-sweep"), "-o", str(tmp_path), "-q"])
+def test_shipped_demo_sweep_gives_a_report(demo_db, tmp_path):
+    """fixtures/demo-sweep, ingested once for the suite (conftest's demo_db): `report` draws its charts."""
+    result = CliRunner().invoke(main, ["report", "--db", str(demo_db), "-o", str(tmp_path / "report.html"), "-q"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "report.html").read_text()
     for key in ("throughput", "efficiency", "breakdown", "layouts", "rank_wait"):

@@ -1,7 +1,8 @@
 """`scaletrace explain` of runs that are no sweep, the sliver rule and the one-line projection note.
 
-Every real GPU run of ../shared/traces is ingested alone, with no run.json, and each sentence
-`scaletrace explain` says about it is checked against an independent reading: the trace's JSON
+Every real GPU run of ../shared/traces (shared_db: each run its own folder, with no run.json, so no
+sweep) is explained, and each sentence `scaletrace explain` says about it is checked against an
+independent reading: the trace's JSON
 read here (device intervals, ProfilerStep windows, launches by correlation, NCCL kernels matched
 by order across ranks: DESIGN.md's definitions, none of the pipeline's code), or the query rows
 recomputed (per process group, compute efficiency, kernel families).
@@ -170,36 +171,37 @@ def _is_gpu(files) -> bool:
     return False
 
 
-# --- every real GPU run, alone, no run.json ------------------------------------------------------
+# --- every real GPU run, no run.json ------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    """run name -> (database of that run alone, the sentences by topic, the CLI's output)."""
-    cache: dict = {}
+def single(shared_db):
+    """run name -> (the database, that run's sentences by topic, the lines `scaletrace explain` printed
+    under its name).  The database is shared_db: every shared run ingested once for the suite, each
+    run alone in its folder with no run.json; `explain` is run once on it, for every run."""
+    # the sentences are those of the explain() the command computed (most of its cost): the test
+    # compares them with what the command printed
+    computed = []
+
+    def recording(*args, **kwargs):
+        computed.append(explain(*args, **kwargs))
+        return computed[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(explain_module, "explain", recording)
+        result = CliRunner().invoke(main, ["explain", "--db", str(shared_db)])
+    assert result.exit_code == 0, result.output
+    (computed,) = computed
+    printed: dict = {}  # run -> the lines under its name, up to the next run's
+    for line in result.output.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            under = printed.setdefault(line[:-1], [])
+        elif line:
+            under.append(line)
 
     def get(run: str):
-        if run not in cache:
-            db = tmp_path_factory.mktemp("single") / f"{run}.duckdb"
-            report = ingest([SHARED_TRACES / run], db=db, workers=1)
-            assert not report.errors, [o.line() for o in report.errors]
-            # the sentences are those of the explain() the command computed (most of a run's cost):
-            # the test compares them with what the command printed
-            computed = []
-
-            def recording(*args, **kwargs):
-                computed.append(explain(*args, **kwargs))
-                return computed[-1]
-
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(explain_module, "explain", recording)
-                result = CliRunner().invoke(main, ["explain", "--db", str(db)])
-            if len(computed) != 1:  # the command failed before it explained: compute them here
-                with connect(db) as database:
-                    computed = [explain(database)]
-            runs = computed[0].runs
-            cache[run] = (db, dict(zip(runs["about"], runs["sentence"])), result)
-        return cache[run]
+        rows = computed.runs.filter(pl.col("run_id") == run)
+        return shared_db, dict(zip(rows["about"], rows["sentence"])), printed.get(run)
     return get
 
 
@@ -215,10 +217,8 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
     if not _is_gpu(files):
         pytest.skip(f"{run}: a CPU-only trace (no GPU kernels): not a GPU run")
     ranks = [read_rank(p) for p in files]
-    db, said, result = single(run)
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert f"{run}:" in lines and [ln.strip() for ln in lines[lines.index(f'{run}:') + 1:] if ln] == list(said.values())
+    db, said, printed = single(run)
+    assert printed is not None and [ln.strip() for ln in printed] == list(said.values())
     for text in said.values():
         _whole(text)
 
@@ -264,10 +264,10 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
     if not any(r["has_comm"] for r in ranks):
         assert comm == "No communication in its traces."
     else:
-        spans = {r["rank"]: r["span_ns"] for r in query(db, "rank_breakdown").iter_rows(named=True)}
+        spans = {r["rank"]: r["span_ns"] for r in query(db, "rank_breakdown", run_id=run).iter_rows(named=True)}
         assert sorted(spans.values()) == sorted(r["span"] for r in ranks)  # the spans read here
         per = {}
-        for g in query(db, "exposed_comm_by_group").iter_rows(named=True):
+        for g in query(db, "exposed_comm_by_group", run_id=run).iter_rows(named=True):
             key = (g["pg_desc"] or g["pg_name"] or "unnamed group", g["collective"] or "?")
             per[key] = per.get(key, 0) + 100 * g["exposed_ns"] / spans[g["rank"]] / len(spans)
         exposed = sorted(((pct, key) for key, pct in per.items() if pct > 0), reverse=True)
@@ -301,7 +301,7 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
         assert "straggler" not in said
 
     # compute efficiency: op_efficiency's rows with a peak, FLOPs-weighted
-    ops = query(db, "op_efficiency").filter(pl.col("achieved_pct_of_peak").is_not_null())
+    ops = query(db, "op_efficiency", run_id=run).filter(pl.col("achieved_pct_of_peak").is_not_null())
     if ops.is_empty():
         assert "reach" not in said.get("compute", "")
     else:
@@ -310,7 +310,7 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
 
     # kernel families: kernel_summary's rows summed per family, the largest named first
     try:
-        kernels = query(db, "kernel_summary")
+        kernels = query(db, "kernel_summary", run_id=run)
     except Exception:  # the query is another engineer's, landing; the sentence is skipped without it
         kernels = None
     if kernels is not None and "family" in kernels.columns:

@@ -124,15 +124,13 @@ def test_flops_per_token_of_a_real_trace_is_near_the_model_formula(h200):
 
 
 @pytest.mark.parametrize("run", ["tracelens-h100-qwen", "tracelens-sglang_decode"])
-def test_tokens_per_step_of_shared_traces(shared_traces, tmp_path, run):
+def test_tokens_per_step_of_shared_traces(shared_traces, shared_db, run):
     """Qwen1.5-0.5B prefill of indices [16, 559]; SGLang decode at batch 32 (`bs_32` in the name
     of its file in TraceLens): one token per sequence."""
     path = _trace_file(shared_traces / run)
     doc = _load(path)
     tokens, _, _ = embedding_tokens(doc)
-    db = tmp_path / "t.duckdb"
-    assert not ingest([shared_traces / run], db=db, workers=1).errors
-    r = query(db, "run_summary").row(0, named=True)
+    (r,) = query(shared_db, "run_summary", run_id=run).iter_rows(named=True)  # the run, ingested with no run.json
     assert r["tokens_per_step"] == tokens
     if run == "tracelens-sglang_decode":
         assert tokens == 32
