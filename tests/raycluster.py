@@ -108,8 +108,11 @@ class LocalCluster:
         machine can miss that), after killing what the failed start left; the last failure raises
         with Ray's own message."""
         ray_cli = Path(sys.executable).with_name("ray")
+        # no log monitor (a process per node that tails the workers' logs for drivers): every driver
+        # here connects with log_to_driver=False
         cmd = [str(ray_cli), "start", *args, "--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}",
-               f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
+               f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}",
+               "--include-log-monitor=false"]
         for attempt in range(1, tries + 1):
             before = {p.pid for p in processes(str(self.temp))}
             done = subprocess.run(cmd, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
