@@ -1,4 +1,5 @@
-"""Collectors on CPU (gloo) under torchrun: traces, run.json, step logs, the wrapper, the sweep."""
+"""Collectors on CPU (gloo): the demo's jobs forked by one warm launcher (collectors/launch.py), traces,
+run.json, step logs; the zero-code wrapper under torchrun; the sweep."""
 
 from __future__ import annotations
 
@@ -39,12 +40,10 @@ def warm():
     launcher.close()
 
 
-def launch(warm, log: Path, *args: str) -> str:
-    """``python -m scaletrace.collectors.launch --nproc 2 ARGS`` through ``warm``; its output."""
+def launch(warm, log: Path, *args: str) -> None:
+    """``python -m scaletrace.collectors.launch --nproc 2 ARGS`` through ``warm``, its output in ``log``."""
     status, _ = warm.run(["--nproc", "2", *args], str(log), timeout_s=300, cwd=str(ROOT), env=ENV)
-    output = log.read_text()
-    assert status == 0, output[-3000:]
-    return output
+    assert status == 0, log.read_text()[-3000:]
 
 
 def demo(warm, tmp: Path, name: str, *extra: str) -> Path:
