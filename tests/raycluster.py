@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
+import time
 from pathlib import Path
 
 import psutil
@@ -85,19 +85,18 @@ class LocalCluster:
         return len(self.node_ports)
 
     def wait_for_nodes(self, count: int, timeout_s: float = 120) -> None:
-        """Until ``count`` nodes are alive; asked from a short-lived driver in a subprocess, so that
-        this process stays unconnected (a command without an address must start its own cluster)."""
-        code = textwrap.dedent("""
-            import sys, time, ray
-            ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
-            deadline = time.monotonic() + float(sys.argv[3])
-            while sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]):
-                if time.monotonic() > deadline:
-                    sys.exit(1)
-                time.sleep(0.2)
-        """)
-        subprocess.run([sys.executable, "-c", code, self.address, str(count), str(timeout_s)], check=True,
-                       env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout_s + 60)
+        """Until ``count`` nodes are alive, as the cluster's GCS lists them: asked through a GCS
+        client, not a driver, so that this process stays unconnected (a command without an address
+        must start its own cluster) and no job starts for it."""
+        from ray._raylet import GcsClient
+        from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+        gcs = GcsClient(address=self.address)
+        deadline = time.monotonic() + timeout_s
+        while sum(n.state == GcsNodeInfo.ALIVE for n in gcs.get_all_node_info(timeout=30).values()) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {count} Ray nodes alive after {timeout_s:.0f} s")
+            time.sleep(0.2)
 
     def kill_node(self, index: int) -> int:
         """SIGKILL the processes of the ``index``-th added node (1-based); returns how many."""
@@ -108,8 +107,11 @@ class LocalCluster:
         machine can miss that), after killing what the failed start left; the last failure raises
         with Ray's own message."""
         ray_cli = Path(sys.executable).with_name("ray")
+        # no log monitor (a process per node that tails the workers' logs for drivers): every driver
+        # here connects with log_to_driver=False
         cmd = [str(ray_cli), "start", *args, "--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}",
-               f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}"]
+               f"--object-store-memory={self.store}", "--disable-usage-stats", f"--temp-dir={self.temp}",
+               "--include-log-monitor=false"]
         for attempt in range(1, tries + 1):
             before = {p.pid for p in processes(str(self.temp))}
             done = subprocess.run(cmd, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

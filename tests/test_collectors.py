@@ -1,4 +1,5 @@
-"""Collectors on CPU (gloo) under torchrun: traces, run.json, step logs, the wrapper, the sweep."""
+"""Collectors on CPU (gloo): the demo's jobs forked by one warm launcher (collectors/launch.py), traces,
+run.json, step logs; the zero-code wrapper under torchrun; the sweep."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import errno
 import gzip
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -22,23 +22,42 @@ from scaletrace.pipeline import ingest  # noqa: E402
 from scaletrace.cli import main  # noqa: E402
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
-ENV = {"OMP_NUM_THREADS": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+# the test process's import path too: the jobs run the scaletrace under test
+ENV = {"OMP_NUM_THREADS": "1", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+       **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
 STEPS, MICRO, SEQ = 6, 2, 32
+# what the jobs import, imported once by the module's warm launcher (collectors/launch.py) before it
+# forks each job's ranks: torchrun would import torch in itself and in every rank of every job
+PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "scaletrace.collectors"]
 
 
-def demo(tmp: Path, name: str, *extra: str) -> Path:
+@pytest.fixture(scope="module")
+def warm():
+    from scaletrace.collectors.launch import WarmLauncher
+
+    launcher = WarmLauncher(sys.executable, PRELOAD, ENV)
+    yield launcher
+    launcher.close()
+
+
+def launch(warm, log: Path, *args: str) -> None:
+    """``python -m scaletrace.collectors.launch --nproc 2 ARGS`` through ``warm``, its output in ``log``."""
+    status, _ = warm.run(["--nproc", "2", *args], str(log), timeout_s=300, cwd=str(ROOT), env=ENV)
+    assert status == 0, log.read_text()[-3000:]
+
+
+def demo(warm, tmp: Path, name: str, *extra: str) -> Path:
     out = tmp / name
-    cmd = [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "scaletrace.collectors.demo", "--layout", "ddp", "--steps",
-           str(STEPS), "--micro-batch", str(MICRO), "--seq-len", str(SEQ), "--profile-steps", "1,1,2",
-           "--out", str(out), "--loss-file", str(tmp / f"{name}.loss"), *extra]
-    subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=300)
+    launch(warm, tmp / f"{name}.log", "-m", "scaletrace.collectors.demo", "--layout", "ddp", "--steps", str(STEPS),
+           "--micro-batch", str(MICRO), "--seq-len", str(SEQ), "--profile-steps", "1,1,2", "--out", str(out),
+           "--loss-file", str(tmp / f"{name}.loss"), *extra)
     return out
 
 
 @pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory):
+def demo_runs(tmp_path_factory, warm):
     tmp = tmp_path_factory.mktemp("demo")
-    return tmp, demo(tmp, "profiled"), demo(tmp, "plain", "--no-profile")
+    return tmp, demo(warm, tmp, "profiled"), demo(warm, tmp, "plain", "--no-profile")
 
 
 def test_losses_bit_identical_with_and_without_collector(demo_runs):
@@ -102,7 +121,7 @@ PLAIN_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
+def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch, warm):
     script = tmp_path / "train.py"
     script.write_text(PLAIN_SCRIPT)
     for key, value in ENV.items():
@@ -112,13 +131,14 @@ def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
                                        "workload=plain", "--meta", "tokens_per_step=32", "--",
                                        TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    for _ in range(2):  # the reference: torch alone, whose gloo teardown can abort a rank (SIGABRT,
-        # "terminate called without an active exception", seen once in the suite): then once again
-        plain = subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path / "b")],
-                               env=ENV, capture_output=True, text=True, timeout=300)
-        if "terminate called without an active exception" not in plain.stderr:
+    for _ in range(2):  # the reference: the script without the collector, whose gloo teardown can abort a
+        # rank (SIGABRT, "terminate called without an active exception", seen once in the suite): then once again
+        try:
+            launch(warm, tmp_path / "plain.log", str(script), str(tmp_path / "b"))
             break
-    assert plain.returncode == 0, plain.stderr[-3000:]
+        except AssertionError:
+            if "terminate called without an active exception" not in (tmp_path / "plain.log").read_text():
+                raise
     assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text()  # results unchanged
     assert len(list(out.glob("rank*.pt.trace.json.gz"))) == 2
     steps = (out / "rank1.steps.jsonl").read_text().splitlines()
@@ -132,28 +152,42 @@ def test_wrapper_profiles_an_unmodified_script(tmp_path, monkeypatch):
     assert query(db, "rank_breakdown")["comm_ns"].min() > 0
 
 
+SWEEP = """
+    workload = "tiny"
+    out_dir = "runs"
+    launcher = {launcher}
+    command = ["-m", "scaletrace.collectors.demo", "--layout", "{{layout}}", "--steps", "4", "--micro-batch", "2",
+               "--seq-len", "16", "--profile-steps", "1,1,1", "--out", "{{run_dir}}", "--run-id", "{{run_id}}"]
+    [matrix]
+    world_size = [1]
+    layout = ["ddp", "fsdp_tp", "bogus"]
+"""
+WARM = ["python", "-m", "scaletrace.collectors.launch", "--nproc", "{world_size}", "--preload", ",".join(PRELOAD)]
+
+
 def test_sweep_runs_resumes_and_reports(tmp_path, monkeypatch):
+    """The runs' records do not depend on the launcher: the first and the forced sweep fork their
+    ranks from the sweep's warm launcher, the resumed one runs the failed run again under torchrun,
+    whose log the reason is read from."""
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
     sweep_file = tmp_path / "sweep.toml"
-    sweep_file.write_text(textwrap.dedent("""
-        workload = "tiny"
-        out_dir = "runs"
-        command = ["-m", "scaletrace.collectors.demo", "--layout", "{layout}", "--steps", "4", "--micro-batch", "2",
-                   "--seq-len", "16", "--profile-steps", "1,1,1", "--out", "{run_dir}", "--run-id", "{run_id}"]
-        [matrix]
-        world_size = [1]
-        layout = ["ddp", "fsdp_tp", "bogus"]
-    """))
+
+    def sweep(launcher: list[str], *options: str):
+        sweep_file.write_text(textwrap.dedent(SWEEP).format(launcher=json.dumps(launcher)))
+        return CliRunner().invoke(main, ["sweep", str(sweep_file), "-q", *options])
+
     monkeypatch.chdir(ROOT)  # -m scaletrace.collectors.demo resolves from the project
-    first = CliRunner().invoke(main, ["sweep", str(sweep_file), "-q"])
+    bogus = "failed: tiny-1-bogus: exit 1: demo.py: error: argument --layout: invalid choice"
+    first = sweep(WARM)
     assert first.exit_code == 1  # "bogus" is not a layout: one failed run
     assert "1 done, 0 skipped, 1 not applicable, 1 failed" in first.stderr
-    assert "failed: tiny-1-bogus: exit 1: demo.py: error: argument --layout: invalid choice" in first.stderr
-    again = CliRunner().invoke(main, ["sweep", str(sweep_file), "-q"])
+    assert bogus in first.stderr
+    again = sweep(["torchrun", "--standalone", "--nproc-per-node", "{world_size}"])
     assert "0 done, 2 skipped, 0 not applicable, 1 failed" in again.stderr
+    assert bogus in again.stderr  # the demo's error line among torchrun's
     assert (tmp_path / "runs" / "tiny-1-ddp" / "run.json").is_file()
-    forced = CliRunner().invoke(main, ["sweep", str(sweep_file), "-q", "--force"])
+    forced = sweep(WARM, "--force")
     assert "1 done, 0 skipped, 1 not applicable, 1 failed" in forced.stderr
 
 
