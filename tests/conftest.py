@@ -28,8 +28,8 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 # Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker builds its own session and
 # module fixtures. These modules keep all their tests on one worker: test_cluster shares one Ray
-# cluster (and counts the raylets around a command that starts its own), test_collectors two torchrun
-# jobs, test_reports and test_report_numbers synthetic sweeps and the reports built from them once,
+# cluster (and counts the raylets around a command that starts its own), test_collectors its collector jobs
+# and their warm launcher, test_reports and test_report_numbers synthetic sweeps and the reports built from them once,
 # test_packaging one wheel (built in the source tree's build/: two workers building at once collide
 # there, "File exists").  Every other test is scheduled on its own.
 # test_cross_check reports on six databases, each report built once for the tests that read it.
