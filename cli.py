@@ -292,11 +292,13 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
             if parquet:
                 from scaletrace.pipeline.execute.dataset import ingest_parquet
 
+                stop.check()  # a signal during the import (remembered there, see interrupt.py)
                 report = ingest_parquet(paths, parquet, engine=engine, ray_address=ray_address, workers=workers,
                                         **options)
             else:
                 from scaletrace.pipeline.execute.ingest import ingest as run_ingest
 
+                stop.check()
                 report = run_ingest(paths, db, workers=workers, **options)
             stop.check()  # a signal whose KeyboardInterrupt DuckDB swallowed after the last file's outcome
     except (KeyboardInterrupt, Exception) as exc:

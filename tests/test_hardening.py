@@ -66,6 +66,23 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, delay_s):
     assert err.count("\n") == 1 and err.startswith("interrupted"), err
 
 
+def test_a_signal_during_an_import_is_raised_once_the_import_is_done(tmp_path, monkeypatch):
+    """The start-up test above, made deterministic: a KeyboardInterrupt raised while a module
+    initializes can abort the process (DuckDB's compiled module: "Critical nanobind error", SIGABRT
+    instead of 130), so a signal during an import is remembered and raised at the next check."""
+    from scaletrace.pipeline.common.interrupt import Interrupt
+
+    (tmp_path / "signalled_on_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.05)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Interrupt() as stop:
+        import signalled_on_import  # the old handler raised KeyboardInterrupt in the module's body
+
+        assert signalled_on_import.DONE and stop.hit
+        with pytest.raises(KeyboardInterrupt):
+            stop.check()
+
+
 FOREVER = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
 

@@ -77,10 +77,16 @@ class Interrupt:
 
 
 def _in_import_machinery(frame) -> bool:
-    """Whether the signal came while importlib's own code ran (a module lock's weakref callback):
-    a KeyboardInterrupt raised there is printed as "Exception ignored" and lost, so the signal is
-    only remembered, and the next :meth:`Interrupt.check` raises it."""
-    return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib")
+    """Whether the signal came during an import (importlib's code is on the stack): the signal is
+    only remembered, and the next :meth:`Interrupt.check` raises it.  A KeyboardInterrupt raised in
+    importlib's own code (a module lock's weakref callback) is printed as "Exception ignored" and
+    lost, and one raised while a compiled module initializes can abort the process: DuckDB's
+    (nanobind) does, "Critical nanobind error", SIGABRT instead of exit 130."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def requested() -> bool:
