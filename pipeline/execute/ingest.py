@@ -459,10 +459,8 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
     batch = Batch(con, stored, defer, Stored(con, sorted({run.run_id for _, run, _ in tasks}), sorted(pending)))
     written = False
     try:
-        for count, item in enumerate(parsed, 1):
+        for item in parsed:
             (path, _run), _result = item
-            if count == len(tasks):  # every parse is done: what is left to write may use every core
-                con.execute(f"SET threads = {pool_size(None, WRITER_MAX_THREADS)}")
             pending.discard(str(path))
             batch.add(item, pending | {str(p) for (p, _), _ in deferred})
             if batch.full() or not ordered.ready(batch.time_left()):  # the writer would wait: commit
@@ -486,9 +484,6 @@ def _parse_and_write(db, tasks: list, record, on_progress, lock_wait_s: float, o
 # than staying in memory until the COMMIT: measured on an 80 MB CPU-only trace (888,888 rows in each of
 # three tables), the writer's peak 534 MB by default, 388 MB with this (docs: Robustness, "Memory").
 WRITER_MEMORY_LIMIT = "128MiB"
-# DuckDB threads for the writes after the last parse (the inserts and the checkpoint at COMMIT of one
-# large file: a serial tail of ~0.7 s for 174 MB of JSON): the cores, at most this many
-WRITER_MAX_THREADS = 8
 
 
 def _size(path: Path) -> int:
