@@ -138,8 +138,8 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
 
 
 def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)write the stored definitions (for the plain duckdb CLI; reading connections use the
-    package's own, TEMP) unless the file was set up by this version and they are as written then
+    """(Re)write the stored definitions (for the plain duckdb CLI, and for reading connections, which
+    use them while they are current: :func:`register_definitions`) unless the file was set up by this version and they are as written then
     (``definitions_md5``: the plain duckdb CLI may have replaced one).  Split from the tables'
     DDL so that an ingest writes them while its workers parse."""
     if stored_definitions_current(con):
@@ -151,12 +151,12 @@ def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("COMMIT")
 
 
-def stored_definitions_current(con: duckdb.DuckDBPyConnection, setup: Setup | None = None) -> bool:
+def stored_definitions_current(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the definitions stored in the file are this version's, as it wrote them: the file
     was set up by this version (its ``setup_sha256`` covers the definition files) and no macro or
     reference table was replaced since (``definitions_md5``, e.g. by the plain duckdb CLI).  One
     query, ~0.05 s; creating the TEMP copies is ~0.15 s."""
-    setup = setup or read_setup(con)
+    setup = read_setup(con)
     stored = setup.meta.get("definitions_md5")
     return setup.by_this_version() and stored is not None and stored == definitions.stored_fingerprint(con)
 
