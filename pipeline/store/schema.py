@@ -139,8 +139,9 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
 
 def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
     """(Re)write the stored definitions (for the plain duckdb CLI, and for reading connections, which
-    use them while they are current: :func:`register_definitions`) unless the file was set up by this version and they are as written then
-    (``definitions_md5``: the plain duckdb CLI may have replaced one).  Split from the tables'
+    use them while they are current: :func:`register_definitions`) unless the file was set up by
+    this version and they are as written then (``definitions_md5``: the plain duckdb CLI may have
+    replaced one).  Split from the tables'
     DDL so that an ingest writes them while its workers parse."""
     if stored_definitions_current(con):
         return
