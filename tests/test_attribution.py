@@ -214,14 +214,10 @@ def test_exposed_comm_delta_splits_by_process_group(tmp_path_factory):
         total["exposed_comm_lost_pts"], rel=1e-9)
 
 
-def test_invariants_on_the_demo_sweep(tmp_path_factory):
+def test_invariants_on_the_demo_sweep(demo_db):
     """Recorded CPU traces (weak scaling): parts sum to the total, waiting within exposed comm,
     groups sum to exposed comm, for every pair."""
-    from conftest import FIXTURES
-
-    root = tmp_path_factory.mktemp("demo")
-    db = root / "demo.duckdb"
-    assert not ingest([FIXTURES / "demo-sweep"], db=db, workers=1).errors
+    db = demo_db
     df = query(db, "scaling_attribution")
     groups = query(db, "scaling_attribution_by_group")
     assert df.height > 0

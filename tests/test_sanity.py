@@ -15,7 +15,6 @@ from scaletrace.pipeline import ingest
 from scaletrace.pipeline.store.db import connect
 from scaletrace.pipeline.synth import sweep_specs, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
 H200_BF16_PEAK = 989e12  # the device table's dense bf16 peak (queries/reference/device_peaks.sql)
 
 
@@ -120,13 +119,6 @@ def test_a_step_log_far_from_the_profiled_steps_is_a_warning(tmp_path):
     assert "step time 20 ms (the collector's step log, steps outside the profiled window) is 10.00 × the " \
            "profiled steps' 2 ms" in rows["slow-log-2"]["warnings"]
     assert "step log" not in (rows["same-log-2"]["warnings"] or "")
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    assert not ingest([ROOT / "fixtures" / "demo-sweep"], db=db, workers=2).errors
-    return db
 
 
 def test_project_states_run_summarys_mfu_and_names_its_baselines(demo_db):
