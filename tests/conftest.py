@@ -30,9 +30,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # module fixtures. These modules keep all their tests on one worker: test_cluster shares one Ray
 # cluster (and counts the raylets around a command that starts its own), test_collectors its collector jobs
 # and their warm launcher, test_reports and test_report_numbers synthetic sweeps and the reports built from them once,
+# test_cross_check the reports of its six databases, each built once for the tests that read it,
 # test_packaging one wheel (built in the source tree's build/: two workers building at once collide
 # there, "File exists").  Every other test is scheduled on its own.
-# test_cross_check reports on six databases, each report built once for the tests that read it.
 ONE_WORKER_MODULES = ("test_cluster", "test_collectors", "test_cross_check", "test_packaging", "test_report_numbers",
                       "test_reports")
 # These modules keep the tests of one parameter (one run) together: test_hta_conformance loads a run's
@@ -131,6 +131,17 @@ def small_db(tmp_path_factory) -> Path:
 def shared_db(tmp_path_factory, shared_traces) -> Path:
     """Every shared trace ingested, once for all workers: the tests only read it."""
     return built_once(tmp_path_factory, "shared", _ingest_shared) / "shared.duckdb"
+
+
+def _ingest_demo(folder: Path) -> None:
+    report = ingest([FIXTURES / "demo-sweep"], db=folder / "demo.duckdb", workers=2)
+    assert not report.errors, [o.line() for o in report.errors]
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> Path:
+    """The shipped demo sweep (fixtures/demo-sweep) ingested, once for all workers: the tests only read it."""
+    return built_once(tmp_path_factory, "demo", _ingest_demo) / "demo.duckdb"
 
 
 def copy_db(src: Path, dst: Path) -> Path:
@@ -370,14 +381,3 @@ def spec_values(spec: dict) -> list[dict]:
         for item in spec:
             out += spec_values(item)
     return out
-
-
-def _ingest_demo(folder: Path) -> None:
-    report = ingest([FIXTURES / "demo-sweep"], db=folder / "demo.duckdb", workers=2)
-    assert not report.errors, [o.line() for o in report.errors]
-
-
-@pytest.fixture(scope="session")
-def demo_db(tmp_path_factory) -> Path:
-    """The shipped demo sweep (fixtures/demo-sweep) ingested, once for all workers: the tests only read it."""
-    return built_once(tmp_path_factory, "demo", _ingest_demo) / "demo.duckdb"

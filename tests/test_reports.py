@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -42,19 +43,27 @@ def sweep_db(tmp_path_factory):
     return db
 
 
+def _report_counting_renders(db: Path, out: Path, static_svgs: bool, **figures):
+    """build_report(db, out / "r.html", **figures) with the page's SVG fallbacks drawn or not, and
+    the specs vl_convert rendered to PNG meanwhile."""
+    import vl_convert
+
+    rendered, real = [], vl_convert.vegalite_to_png
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
+        patch.setenv("SCALETRACE_STATIC_SVGS", "1" if static_svgs else "0")
+        result = build_report(db, out / "r.html", **figures)
+    return result, rendered
+
+
 @pytest.fixture(scope="module")
 def sweep_figures(sweep_db, tmp_path_factory):
     """build_report(sweep_db) without the page's SVG fallbacks, and every chart as PNG and SVG for papers,
     each rendered from the chart's spec, built once for the tests that only read it: (the result, its
     folder, the specs vl_convert rendered to PNG)."""
-    import vl_convert
-
     out = tmp_path_factory.mktemp("sweep-report")
-    rendered, real = [], vl_convert.vegalite_to_png
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
-        patch.setenv("SCALETRACE_STATIC_SVGS", "0")  # no fallbacks: each PNG rendered from its spec
-        result = build_report(sweep_db, out / "r.html", png_dir=out / "spec", svg_dir=out / "svg")
+    # no fallbacks: each PNG rendered from its spec
+    result, rendered = _report_counting_renders(sweep_db, out, False, png_dir=out / "spec", svg_dir=out / "svg")
     return result, out, rendered
 
 
@@ -104,14 +113,8 @@ def test_missing_data_is_named_not_drawn(tmp_path):
 def paper_figures(sweep_db, sweep_figures, tmp_path_factory):
     """The sweep's PNGs with the page's SVG fallbacks drawn (--png rasterizes them), beside sweep_figures
     (each rendered from its spec); the specs vl_convert rendered to PNG for each."""
-    import vl_convert
-
     out = tmp_path_factory.mktemp("papers")
-    rendered, real = [], vl_convert.vegalite_to_png
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(vl_convert, "vegalite_to_png", lambda spec, **kw: rendered.append(spec) or real(spec, **kw))
-        patch.setenv("SCALETRACE_STATIC_SVGS", "1")
-        with_svgs = build_report(sweep_db, out / "r.html", png_dir=out / "png")
+    with_svgs, rendered = _report_counting_renders(sweep_db, out, True, png_dir=out / "png")
     from_specs, specs_out, from_specs_rendered = sweep_figures
     return out, with_svgs, specs_out, from_specs, {"fallbacks": rendered, "specs": from_specs_rendered}
 
