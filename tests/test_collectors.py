@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import errno
 import gzip
+import importlib.util
 import json
 import os
 import sys
 import textwrap
 import warnings
 from pathlib import Path
-
-import importlib.util
 
 import pytest
 from click.testing import CliRunner
