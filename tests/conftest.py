@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,20 @@ def _ingest_demo(folder: Path) -> None:
 def demo_db(tmp_path_factory) -> Path:
     """The shipped demo sweep (fixtures/demo-sweep) ingested, once for all workers: the tests only read it."""
     return built_once(tmp_path_factory, "demo", _ingest_demo) / "demo.duckdb"
+
+
+def holds_open(pid: int, path: Path, timeout_s: float = 60) -> None:
+    """Wait until process ``pid`` has ``path`` open (DuckDB locks the file as it opens it; Linux's /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        fds = Path(f"/proc/{pid}/fd")
+        try:
+            if any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir()):
+                return
+        except OSError:  # an fd closed while listed
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never opened {path}")
 
 
 def copy_db(src: Path, dst: Path) -> Path:

@@ -135,14 +135,14 @@ def test_a_reader_blocks_an_ingest_no_longer_than_its_time_limit(small_db, tmp_p
     import subprocess
     import time
 
-    from test_sql_timeout import _holds
+    from conftest import holds_open
 
     db = tmp_path / "t.duckdb"
     shutil.copy(small_db, db)
     reader = subprocess.Popen([sys.executable, "-m", "scaletrace.cli", "sql", FOREVER, "--db", str(db),
                                "--timeout", "4"], stderr=subprocess.PIPE, text=True)
     try:
-        _holds(reader.pid, db)  # the reader holds the database now
+        holds_open(reader.pid, db)  # the reader holds the database now
         started = time.monotonic()
         writer = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-overlap*"), "--db", str(db)],
                                     env={"COLUMNS": "200"})

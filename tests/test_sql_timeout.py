@@ -3,7 +3,6 @@ the database held, and query parameters out of range (docs/commands.md, "sql" an
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES
+from conftest import FIXTURES, holds_open
 from scaletrace import queries
 from scaletrace.cli import main
 
@@ -24,20 +23,6 @@ BIGINT_MAX = 2**63 - 1
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "scaletrace.cli", *args]
-
-
-def _holds(pid: int, path: Path, timeout_s: float = 60) -> None:
-    """Wait until process ``pid`` has ``path`` open (DuckDB locks the file as it opens it)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        fds = Path(f"/proc/{pid}/fd")
-        try:
-            if any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir()):
-                return
-        except OSError:  # an fd closed while listed
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never opened {path}")
 
 
 def test_a_runaway_cross_join_stops_at_its_time_limit_in_one_line(small_db):
@@ -79,7 +64,7 @@ def test_ctrl_c_stops_an_unlimited_runaway_query_at_once(small_db, verb, delay_s
         command = _cli("sql", CROSS_JOIN)
     proc = subprocess.Popen([*command, "--db", str(small_db), "--timeout", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    _holds(proc.pid, small_db)
+    holds_open(proc.pid, small_db)
     time.sleep(delay_s)
     assert proc.poll() is None, proc.communicate()
     sent = time.monotonic()
@@ -104,7 +89,7 @@ def test_an_ingest_names_the_runaway_reader_and_proceeds_when_its_limit_expires(
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ingest = ["ingest", str(FIXTURES / "micro-cpu-gloo"), "--db", str(db), "-q"]
     try:
-        _holds(reader.pid, db)
+        holds_open(reader.pid, db)
         holder = f"process {reader.pid} (scaletrace sql)"
         started = time.monotonic()
         # --wait 0: one line naming the reader, exit 1
