@@ -14,6 +14,7 @@ from functools import lru_cache
 
 import polars as pl
 
+from scaletrace.pipeline.common import cachefiles
 from scaletrace.reports.device_share import SLIVER_PCT
 from scaletrace.reports.words import duration, share
 
@@ -54,9 +55,27 @@ h2.section { border-top: 2px solid #333; padding-top: 0.6em; margin-top: 2em; } 
 
 @lru_cache(maxsize=1)
 def vega_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed as one script, inlined in every report.  vl-convert builds it in
+    ~1.7 s; it is kept in the cache directory (pipeline/common/cachefiles.py) by vl-convert's version,
+    so a machine builds it once per version.  Where the cache cannot be read or written, it is built."""
     import vl_convert
 
-    return vl_convert.javascript_bundle()
+    folder, key = cachefiles.cache_dir(), cachefiles.key_of(getattr(vl_convert, "__version__", "?"))
+    try:
+        kept = cachefiles.read(folder, f"{BUNDLE}.{key}.*.js")
+        if kept is not None:
+            return kept.decode()
+    except OSError:
+        pass
+    bundle = vl_convert.javascript_bundle()
+    try:
+        cachefiles.write(folder, BUNDLE, key, "js", bundle.encode())
+    except OSError:
+        pass
+    return bundle
+
+
+BUNDLE = "vega-bundle"  # the bundle's kind in the cache directory
 
 
 def finite(value):

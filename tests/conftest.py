@@ -20,11 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # Reports in the suite skip the <noscript> SVG fallbacks (0.4 s a chart); the tests of them turn them on
 # with the `static_svgs` fixture.
 os.environ.setdefault("SCALETRACE_STATIC_SVGS", "0")
-# New databases are copies of a template kept in a cache directory (pipeline/store/template.py): the
-# suite's is its own, so that it never writes to the user's cache nor reads a template left there.
-_CACHE = tempfile.mkdtemp(prefix="scaletrace-test-cache-")
-os.environ["SCALETRACE_CACHE_DIR"] = _CACHE
-atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# New databases are copies of a template, and reports inline a JavaScript bundle, kept in a cache
+# directory (pipeline/common/cachefiles.py): the suite's is its own, so that it never writes to the
+# user's cache nor reads what was left there.  Under pytest-xdist the workers share the one the
+# controller made (and removes), so that each is built once per run.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("SCALETRACE_SUITE_CACHE_DIR"):
+    os.environ["SCALETRACE_CACHE_DIR"] = os.environ["SCALETRACE_SUITE_CACHE_DIR"]
+else:
+    _CACHE = tempfile.mkdtemp(prefix="scaletrace-test-cache-")
+    os.environ["SCALETRACE_CACHE_DIR"] = os.environ["SCALETRACE_SUITE_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 # Under pytest-xdist (`make test` runs `pytest -n 2 --dist loadgroup`) each worker builds its own session and

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from scaletrace.pipeline.execute.ingest import ingest
+from scaletrace.pipeline.common import cachefiles
 from scaletrace.pipeline.store import runsync, template
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.queries import definitions
@@ -140,5 +141,5 @@ def test_the_newest_templates_are_kept(tmp_path, cache):
         os.utime(old, (1_000_000 + age, 1_000_000 + age))
     assert template.place(tmp_path / "a.duckdb")
     kept = sorted(p.name for p in cache.glob("*.duckdb"))
-    assert len(kept) == template.KEEP
+    assert len(kept) == cachefiles.KEEP
     assert f"{5:016x}.{'0' * 32}.duckdb" in kept and f"{0:016x}.{'0' * 32}.duckdb" not in kept

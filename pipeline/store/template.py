@@ -3,10 +3,9 @@ definitions, set up once per version and machine (docs/ingest.md, "A new databas
 
 Setting a new file up costs ~0.3 s (the tables' DDL, then DuckDB binds each stored table macro
 as it is created); copying the 2 MB file that the set-up writes costs a few milliseconds.  The
-template lives in the user's cache directory (``$SCALETRACE_CACHE_DIR``, else
-``$XDG_CACHE_HOME/scaletrace``, else ``~/.cache/scaletrace``), named by the DuckDB version and
-``schema.setup_digest()`` and by the sha256 of its bytes: one that does not hash to its name
-is never copied.
+template lives in the user's cache directory (pipeline/common/cachefiles.py), named by the DuckDB
+version and ``schema.setup_digest()`` and by the sha256 of its bytes: one that does not hash to its
+name is never copied.
 
 Anything that goes wrong here (no cache directory, a read-only file system, a disk full, a file
 system without hard links) only means the new file is set up in place, as it always was.  Where
@@ -16,7 +15,6 @@ the disk the new file is on is full, that set-up fails too, and the ingest remov
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import tempfile
@@ -24,17 +22,10 @@ from pathlib import Path
 
 import duckdb
 
+from scaletrace.pipeline.common import cachefiles
 from scaletrace.pipeline.store import schema
 
-KEEP = 4  # templates kept in the cache (the newest): a few installed versions share it
-
-
-def cache_dir() -> Path:
-    """``$SCALETRACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/scaletrace``, else ``~/.cache/scaletrace``."""
-    if os.environ.get("SCALETRACE_CACHE_DIR"):
-        return Path(os.environ["SCALETRACE_CACHE_DIR"])
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "scaletrace"
+KIND = "template"
 
 
 def place(db: str | Path) -> bool:
@@ -68,14 +59,12 @@ def place(db: str | Path) -> bool:
 
 def _template() -> bytes | None:
     """This version's template's bytes (built when missing or damaged), or None where it cannot be."""
-    folder = cache_dir()
-    key = hashlib.sha256(f"{duckdb.__version__}\0{schema.setup_digest()}".encode()).hexdigest()[:16]
+    folder = cachefiles.cache_dir()
+    key = cachefiles.key_of(duckdb.__version__, schema.setup_digest())
     try:
-        for found in sorted(folder.glob(f"{key}.*.duckdb")):
-            data = found.read_bytes()
-            if hashlib.sha256(data).hexdigest()[:32] == found.stem.rsplit(".", 1)[-1]:
-                return data
-            found.unlink()  # damaged: built again below
+        data = cachefiles.read(folder, f"{KIND}.{key}.*.duckdb")  # a damaged one is removed: built again below
+        if data is not None:
+            return data
         folder.mkdir(parents=True, exist_ok=True)
         return _build(folder, key)
     except (OSError, duckdb.Error):
@@ -97,25 +86,10 @@ def _build(folder: Path, key: str) -> bytes:
         if os.path.lexists(f"{db}.wal"):
             raise OSError("the template's write-ahead log was left")
         data = db.read_bytes()
-        os.replace(db, folder / f"{key}.{hashlib.sha256(data).hexdigest()[:32]}.duckdb")
+        os.replace(db, folder / f"{KIND}.{key}.{cachefiles.digest(data)}.duckdb")
     finally:
         for leftover in staged.iterdir():
             leftover.unlink()
         staged.rmdir()
-    _prune(folder)
+    cachefiles.prune(folder, "*.duckdb")  # every template, those named before the kind prefix too
     return data
-
-
-def _prune(folder: Path) -> None:
-    """Keep the KEEP newest templates."""
-    dated = []
-    for path in folder.glob("*.duckdb"):
-        try:
-            dated.append((path.stat().st_mtime, path))
-        except OSError:  # removed meanwhile by another process
-            pass
-    for _, old in sorted(dated, reverse=True)[KEEP:]:
-        try:
-            old.unlink()
-        except OSError:
-            pass
