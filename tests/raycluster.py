@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -17,6 +18,29 @@ import psutil
 # Token authentication needs the same token on every node and driver; these clusters listen on
 # 127.0.0.1 only and live for one test module or benchmark.
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+SITE = Path(__file__).with_name("raysite")  # its sitecustomize: no IRI grammar compiled in each Ray process
+
+
+def ray_env() -> dict[str, str]:
+    """RAY_ENV, and a PYTHONPATH that starts with SITE (what was on it stays after it)."""
+    path = os.environ.get("PYTHONPATH")
+    if path is None or not path.startswith(str(SITE)):
+        path = os.pathsep.join(filter(None, (str(SITE), path)))
+    return {**RAY_ENV, "PYTHONPATH": path}
+
+
+@contextmanager
+def without_iri_grammar():
+    """What SITE does in Ray's processes, in this one while it imports Ray (``rfc3987_syntax`` absent to
+    jsonschema); a later ``import rfc3987_syntax`` works as usual."""
+    absent = "rfc3987_syntax" not in sys.modules
+    if absent:
+        sys.modules["rfc3987_syntax"] = None
+    try:
+        yield
+    finally:
+        if absent and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
 
 
 def free_port() -> int:
@@ -55,7 +79,7 @@ def kill_tree(procs: list) -> int:
 
 class LocalCluster:
     """``with LocalCluster() as c:`` a head node of ``cpus`` CPUs; ``c.add_node()`` joins another;
-    ``c.kill_node(i)`` SIGKILLs node i's raylet and its workers.  ``RAY_ENV`` is set in this
+    ``c.kill_node(i)`` SIGKILLs node i's raylet and its workers.  ``ray_env()`` is set in this
     process while the cluster lives (the driver must match the nodes)."""
 
     def __init__(self, cpus: int = 1, object_store_bytes: int = 80_000_000):
@@ -63,8 +87,9 @@ class LocalCluster:
         self.node_ports: list[int] = []
 
     def __enter__(self) -> "LocalCluster":
-        self.saved = {k: os.environ.get(k) for k in RAY_ENV}
-        os.environ.update(RAY_ENV)
+        env = ray_env()
+        self.saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         self.temp = Path(tempfile.mkdtemp(prefix="st-ray-", dir="/tmp"))  # Ray's socket paths must fit 107 bytes
         port = free_port()
         self.address = f"127.0.0.1:{port}"

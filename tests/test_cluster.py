@@ -16,10 +16,11 @@ from scaletrace.pipeline.execute.dataset import ingest_parquet
 from conftest import FIXTURES
 from test_dataset import assert_same_answers, assert_same_rows, make_sweep, parts
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'scaletrace[cluster]'; make setup does)")
 pytest.importorskip("psutil")
+from raycluster import LocalCluster, processes, ray_env, without_iri_grammar  # noqa: E402
 
-from raycluster import LocalCluster, processes  # noqa: E402
+with without_iri_grammar():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'scaletrace[cluster]'; make setup does)")
 
 # 224 rank traces: enough work that the second node, whose worker starts seconds after the head's
 # (a new one for each ingest: Ray's workers belong to one driver), has taken tasks on a loaded
@@ -67,6 +68,7 @@ def test_ray_ingest_on_two_nodes_matches_local(cluster, sweep, tmp_path):
 
 def test_without_an_address_a_local_cluster_lives_for_the_command(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("PYTHONPATH", ray_env()["PYTHONPATH"])  # the local cluster's processes: raycluster.SITE
     raylets = len(processes("raylet/raylet"))
     ds = tmp_path / "ds"
     result = CliRunner().invoke(main, ["ingest", str(FIXTURES / "micro-2rank"), "--parquet", str(ds),

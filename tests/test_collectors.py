@@ -31,8 +31,9 @@ ENV = {"OMP_NUM_THREADS": "1", "PATH": str(Path(sys.executable).parent) + ":/usr
        **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
 STEPS, MICRO, SEQ = 6, 2, 32
 # what the jobs import, imported once by the module's warm launcher (collectors/launch.py) before it
-# forks each job's ranks: torchrun would import torch in itself and in every rank of every job
-PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "scaletrace.collectors"]
+# forks each job's ranks: torchrun would import torch in itself and in every rank of every job.  torch._dynamo
+# as the demo sweep has it (collectors/demo_sweep.toml): DistributedDataParallel imports it, ~2.5 s of CPU a rank
+PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "torch._dynamo", "scaletrace.collectors"]
 
 
 @pytest.fixture(scope="module")
