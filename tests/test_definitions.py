@@ -8,6 +8,7 @@ in the package, shows which one a query uses.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ from conftest import FIXTURES
 from scaletrace import queries
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
+from scaletrace.pipeline.store import runsync, schema
 from scaletrace.pipeline.store.export import export_parquet
 from scaletrace.pipeline.synth import SynthRun, write_run
 from scaletrace.queries import definitions
@@ -117,6 +119,25 @@ def test_a_reader_uses_the_stored_copies_only_while_they_are_this_versions(trace
     assert _temp_macros(db) == 0
     _corrupt(db)
     assert _temp_macros(db) == sum(d.kind == "macro" for d in definitions.load())
+
+
+def test_the_check_is_asked_once_per_state_of_the_file(traces, tmp_path, monkeypatch):
+    """A process opening one file many times checks its stored copies once (schema._definitions_current),
+    and again once the file is written; here every stat is trusted at once (runsync.RACY_NS), and the
+    write gets a later mtime, as a write a tick later would."""
+    db = _ingest(traces, tmp_path / "t.duckdb")
+    monkeypatch.setattr(runsync, "RACY_NS", -2**62)
+    asked = []
+    real = schema.stored_definitions_current
+    monkeypatch.setattr(schema, "stored_definitions_current", lambda con: asked.append(1) or real(con))
+    assert [_temp_macros(db) for _ in range(3)] == [0, 0, 0] and len(asked) == 1
+    _corrupt(db)
+    stamp = db.stat().st_mtime_ns + 10**9
+    os.utime(db, ns=(stamp, stamp))
+    assert _temp_macros(db) == sum(d.kind == "macro" for d in definitions.load()) and len(asked) == 2
+    assert _temp_macros(db) > 0 and len(asked) == 2
+    (tmp_path / "t.duckdb.wal").write_bytes(b"")  # a write-ahead log (empty: nothing to replay) appears
+    assert _temp_macros(db) > 0 and len(asked) == 3  # asked again
 
 
 def test_every_write_refreshes_the_stored_copies(traces, tmp_path):

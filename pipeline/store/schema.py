@@ -162,6 +162,31 @@ def stored_definitions_current(con: duckdb.DuckDBPyConnection) -> bool:
     return setup.by_this_version() and stored is not None and stored == definitions.stored_fingerprint(con)
 
 
+_CURRENT: dict[tuple[str, str, str, str], bool] = {}  # stored_definitions_current by file state, in this process
+
+
+def _definitions_current(con: duckdb.DuckDBPyConnection, source: str | Path) -> bool:
+    """:func:`stored_definitions_current`, asked once per state of a database file in this process
+    (~35 ms of each connection saved where a process opens one file many times): the answer is
+    kept under the file's stat key and its write-ahead log's (``runsync.stat_key``: size, times,
+    inode; none for a file changed within the last ``RACY_NS``, which is asked every time) and the
+    package's definitions' digest, so a file written since, by any process, or definitions edited
+    since, are asked again.  Not kept for what is not a regular file
+    (a Parquet dataset's folder)."""
+    from scaletrace.pipeline.store.runsync import current_stat_key
+
+    path = str(source)
+    key = current_stat_key(path) if os.path.isfile(path) else None
+    wal = f"{path}.wal"
+    wal_key = current_stat_key(wal) if os.path.lexists(wal) else "absent"
+    if key is None or wal_key is None:
+        return stored_definitions_current(con)
+    state = (os.path.realpath(path), key, wal_key, definitions.digest())  # and what this version's are
+    if state not in _CURRENT:
+        _CURRENT[state] = stored_definitions_current(con)
+    return _CURRENT[state]
+
+
 def setup_digest() -> str:
     """What a database set up by this version records (schema.sql, its version, the definitions)."""
     import hashlib
@@ -174,7 +199,7 @@ def register_definitions(con: duckdb.DuckDBPyConnection, source: str | Path) -> 
     """The package's macros and reference tables on a reading connection (TEMP: they shadow
     whatever an older version stored in the file, and need no write access), unless the file's
     stored copies are this version's (:func:`stored_definitions_current`): then those are read."""
-    if stored_definitions_current(con):
+    if _definitions_current(con, source):
         return
     try:
         definitions.register(con)
