@@ -147,7 +147,11 @@ def _in_order(fn, jobs, workers: int, failed, kwargs, pending: deque, sizes=None
 
 def _submit(pool: ProcessPoolExecutor, fn, job, kwargs) -> Future:
     try:
-        return pool.submit(fn, *job, **kwargs)
+        # A submit may fork the pool's workers, and os.fork runs the parent's at-fork callbacks
+        # (logging's lock release): a KeyboardInterrupt raised inside one is printed as "Exception
+        # ignored" with its traceback.  Held, a signal is raised once the submit is done.
+        with interrupt.held():
+            return pool.submit(fn, *job, **kwargs)
     except BrokenProcessPool as exc:  # a worker died since the last result: settled like the others
         future: Future = Future()
         future.set_exception(exc)
@@ -168,7 +172,8 @@ def _alone(fn, job, kwargs, failed):
     """Run one job in a process of its own; if that process dies too, the job is the cause."""
     pool = _new_pool(1)
     try:
-        future = pool.submit(fn, *job, **kwargs)
+        with interrupt.held():  # it forks (see _submit)
+            future = pool.submit(fn, *job, **kwargs)
         processes = list((getattr(pool, "_processes", None) or {}).values())
         result = _outcome(future, failed)
         if result is not _PENDING:
