@@ -8,7 +8,7 @@ only slower.  They apply to every chart built in the process, the caller's too.
 
 from __future__ import annotations
 
-import sys
+from scaletrace.pipeline.common.imports import without_iri_grammar
 
 PATCHED_FOR = ("6.3.",)  # Altair versions whose private functions the speed-ups were written against
 
@@ -20,18 +20,10 @@ def _patchable() -> bool:
 
 
 def import_altair() -> None:
-    """Import Altair without jsonschema's IRI format checks.  Where jupyterlab's extras installed
-    ``rfc3987_syntax``, jsonschema compiles its grammar when it is imported (2.4 s of CPU, every
-    ``report``); the Vega-Lite schema Altair validates against has no ``iri`` format, the only one
-    that package checks.  A later ``import rfc3987_syntax`` elsewhere works as usual."""
-    absent = "rfc3987_syntax" not in sys.modules
-    if absent:
-        sys.modules["rfc3987_syntax"] = None  # an ImportError to jsonschema, which then skips the check
-    try:
+    """Import Altair without jsonschema's IRI grammar (2.4 s of CPU, every ``report``, where
+    jupyterlab's extras installed ``rfc3987_syntax``: pipeline/common/imports.py)."""
+    with without_iri_grammar():
         import altair  # noqa: F401
-    finally:
-        if absent and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
 
 
 def share_class_table() -> None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -27,20 +26,6 @@ def ray_env() -> dict[str, str]:
     if path is None or not path.startswith(str(SITE)):
         path = os.pathsep.join(filter(None, (str(SITE), path)))
     return {**RAY_ENV, "PYTHONPATH": path}
-
-
-@contextmanager
-def without_iri_grammar():
-    """What SITE does in Ray's processes, in this one while it imports Ray (``rfc3987_syntax`` absent to
-    jsonschema); a later ``import rfc3987_syntax`` works as usual."""
-    absent = "rfc3987_syntax" not in sys.modules
-    if absent:
-        sys.modules["rfc3987_syntax"] = None
-    try:
-        yield
-    finally:
-        if absent and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
 
 
 def free_port() -> int:

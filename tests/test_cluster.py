@@ -12,12 +12,13 @@ from click.testing import CliRunner
 
 from scaletrace.cli import main
 from scaletrace.pipeline import connect, ingest
+from scaletrace.pipeline.common.imports import without_iri_grammar
 from scaletrace.pipeline.execute.dataset import ingest_parquet
 from conftest import FIXTURES
 from test_dataset import assert_same_answers, assert_same_rows, make_sweep, parts
 
 pytest.importorskip("psutil")
-from raycluster import LocalCluster, processes, ray_env, without_iri_grammar  # noqa: E402
+from raycluster import LocalCluster, processes, ray_env  # noqa: E402
 
 with without_iri_grammar():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'scaletrace[cluster]'; make setup does)")

@@ -13,6 +13,7 @@ import os
 from typing import Callable, Iterator
 
 from scaletrace.pipeline.common.errors import EngineError
+from scaletrace.pipeline.common.imports import without_iri_grammar
 from scaletrace.pipeline.execute.workers import in_order, pool_size
 
 ENGINES = ("local", "ray")
@@ -29,7 +30,8 @@ def local(workers: int | None) -> Callable:
 def ray_engine(address: str | None, workers: int | None) -> Callable:
     """A mapper over a Ray cluster; the cluster is joined (or started) when the mapper runs."""
     try:
-        import ray
+        with without_iri_grammar():  # Ray imports jsonschema (pipeline/common/imports.py)
+            import ray
     except ImportError:
         raise EngineError("--engine ray needs Ray: pip install 'scaletrace[cluster]'") from None
     address = address or os.environ.get("RAY_ADDRESS") or None
