@@ -603,8 +603,10 @@ def sweep(sweep_file, force, ingest_db, dry_run, quiet) -> None:
     try:
         spec = sweeps.load(sweep_file)
         planned = sweeps.plan(spec)
-    except sweeps.SweepError as exc:
-        fail(str(exc))
+    except sweeps.SweepError as exc:  # every mistake of the file, one line each, before anything runs
+        for problem in exc.problems[:-1]:
+            say(f"error: {problem}")
+        fail(exc.problems[-1])
     if dry_run:
         for line in sweeps.plan_lines(planned):
             echo(line)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -47,10 +48,6 @@ from scaletrace.collectors import launch
 DONE_MARKER = ".scaletrace-done"
 # A job that cannot run this combination writes its reason here and exits 0.
 NOT_APPLICABLE_MARKER = ".scaletrace-not-applicable"
-
-
-class SweepError(ValueError):
-    """A sweep file that cannot be used."""
 
 
 @dataclass
@@ -81,25 +78,102 @@ class RunResult:
     message: str = ""
 
 
+class SweepError(ValueError):
+    """A sweep file that cannot be used; ``problems`` holds one line per mistake."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+# The sweep file's schema: key -> (what it must be, its check).  One place: load() checks every key
+# against it and reports every mistake at once, one line each, before anything runs.
+def _is_text(v) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
+def _is_text_list(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _is_timeout(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+SCHEMA: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "workload": ("a non-empty string", _is_text),
+    "out_dir": ("a non-empty string (a directory, relative to the sweep file)", _is_text),
+    "command": ('a non-empty list of strings, e.g. ["train.py", "--layout", "{layout}"]', _is_text_list),
+    "matrix": ("a table of non-empty lists of strings or numbers, e.g. [matrix] world_size = [1, 2]",
+               lambda v: isinstance(v, dict) and bool(v)),
+    "launcher": ('a non-empty list of strings, e.g. ["torchrun", "--nproc-per-node", "{world_size}"]',
+                 _is_text_list),
+    "run_id": ('a non-empty string, e.g. "{workload}-{world_size}"', _is_text),
+    "exclude": ("a list of tables ([[exclude]]) of matrix names to values", lambda v: isinstance(v, list)),
+    "timeout_s": ("a positive number of seconds", _is_timeout),
+}
+REQUIRED = ("workload", "out_dir", "command", "matrix")
+
+
+def _kind(value) -> str:
+    """The TOML kind of a value, for a mistake's line."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+             dict: "a table"}
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
+
+
+def problems(data: dict) -> list[str]:
+    """Every mistake of a sweep file's contents against SCHEMA, one line each (empty: usable)."""
+    found = [f"missing key '{key}' ({SCHEMA[key][0]})" for key in REQUIRED if key not in data]
+    for key, value in data.items():
+        if key not in SCHEMA:
+            found.append(f"unknown key '{key}' (known: {', '.join(SCHEMA)})")
+        elif not SCHEMA[key][1](value):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            found.append(f"'{key}' must be {SCHEMA[key][0]}, not {_kind(value)} {shown}")
+    matrix = data.get("matrix")
+    if isinstance(matrix, dict):
+        for name, values in matrix.items():
+            if not (isinstance(values, list) and values and all(_is_scalar(v) for v in values)):
+                found.append(f"matrix '{name}' must be a non-empty list of strings or numbers, not "
+                             f"{_kind(values)} {values!r}"[:300])
+    exclude = data.get("exclude")
+    if isinstance(exclude, list):
+        for i, rule in enumerate(exclude, 1):
+            if not isinstance(rule, dict) or not rule:
+                found.append(f"exclude #{i} must be a table ([[exclude]]) of matrix names to values, not {_kind(rule)}")
+                continue
+            for name, value in rule.items():
+                if isinstance(matrix, dict) and name not in matrix:
+                    found.append(f"exclude #{i} names '{name}', which is not in [matrix] "
+                                 f"({', '.join(matrix) or 'empty'})")
+                elif not (_is_scalar(value) or (isinstance(value, list) and all(_is_scalar(v) for v in value))):
+                    found.append(f"exclude #{i} '{name}' must be a value or a list of values, not {_kind(value)}")
+    return found
+
+
 def load(path: str | Path) -> SweepSpec:
+    """The sweep file, checked whole against SCHEMA: every mistake is one line of the SweepError."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SweepError(f"{path}: {exc}") from None
-    for key in ("workload", "out_dir", "command", "matrix"):
-        if key not in data:
-            raise SweepError(f"{path}: missing key '{key}'")
-    matrix = data["matrix"]
-    if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
-        raise SweepError(f"{path}: [matrix] must map names to non-empty lists")
+    found = problems(data)
+    if found:
+        lines = [f"{path}: {problem}" for problem in found]
+        raise SweepError(lines[0] if len(lines) == 1 else f"{path}: {len(lines)} mistakes", lines)
     base = path.parent
     spec = SweepSpec(workload=data["workload"], out_dir=(base / data["out_dir"]).resolve(),
-                     command=list(data["command"]), matrix=matrix,
-                     exclude=list(data.get("exclude", [])), timeout_s=data.get("timeout_s", 1800))
+                     command=list(data["command"]), matrix=data["matrix"],
+                     exclude=list(data.get("exclude", [])), timeout_s=float(data.get("timeout_s", 1800)))
     if "launcher" in data:
         spec.launcher = list(data["launcher"])
-    spec.run_id = data.get("run_id") or "{workload}-" + "-".join(f"{{{k}}}" for k in matrix)
+    spec.run_id = data.get("run_id") or "{workload}-" + "-".join(f"{{{k}}}" for k in data["matrix"])
     return spec
 
 
@@ -124,6 +198,8 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
             argv = [part.format(**fill) for part in spec.launcher + spec.command]
         except KeyError as exc:
             raise SweepError(f"unknown placeholder {exc} (known: {', '.join(sorted(fill))})") from None
+        except (IndexError, ValueError) as exc:  # "{0}", a lone "{": str.format's own words
+            raise SweepError(f"a placeholder cannot be filled: {exc} (write {{{{ and }}}} for a literal brace)") from None
         runs.append(PlannedRun(run_id, run_dir, params, argv))
     return runs
 
