@@ -41,8 +41,24 @@ FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["table", "lin
 META_OPTION = click.option("--meta", multiple=True, metavar="KEY=VALUE",
                            help="A run.json fact for every run, where its run.json has none (repeatable; "
                                 "dotted for nested keys): workload=llama, parallel.tp=8, model.num_params=7e9.")
+class Seconds(click.FloatRange):
+    """A finite number of seconds, at least 0: `nan` and `inf` are refused (a wait of nan seconds
+    was forever, a time limit of nan none at all; 0 already says "no limit" where it means that)."""
+
+    name = "seconds"
+
+    def __init__(self):
+        super().__init__(min=0)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds or seconds in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
+
+
 DEFAULT_TIMEOUT_S = 60.0  # sql / query: a reader holds the database, and an ingest waits for it (--wait)
-TIMEOUT_OPTION = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0),
+TIMEOUT_OPTION = click.option("--timeout", "timeout_s", type=Seconds(),
                               default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
                               help="Stop the command after this long (one line, exit 1); 0: no limit. While it "
                                    "runs it holds the database, and an ingest waits for it.")
@@ -194,7 +210,7 @@ def main() -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Ray cluster to join (default: $RAY_ADDRESS, else a local cluster for this command).")
 @META_OPTION
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=limits.LOCK_WAIT_S, show_default=True,
+@click.option("--wait", "wait_s", type=Seconds(), default=limits.LOCK_WAIT_S, show_default=True,
               metavar="SECONDS", help="While another process holds the database (a query, another ingest), "
                                       "wait this long for it, naming it; 0: do not wait (one line, exit 1).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; only errors are printed.")
