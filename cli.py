@@ -582,10 +582,9 @@ def collect(out_dir, run_id, steps, meta, command) -> None:
     from pathlib import Path
 
     from scaletrace.collectors import wrapper
-    from scaletrace.pipeline.read.manifest import parse_meta
 
+    facts = checked_meta(meta)  # before the job starts: a bad fact found after training lost them all
     try:
-        facts = parse_meta(list(meta))
         target = Path(out_dir or f"runs/{run_id or time.strftime('collect-%Y%m%d-%H%M%S')}")
         rc = wrapper.run(list(command), target, run_id, steps, facts)
     except ValueError as exc:

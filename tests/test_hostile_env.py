@@ -21,3 +21,17 @@ def test_a_number_of_seconds_must_be_finite(tmp_path, args, value):
     assert result.exit_code == 2, result.output
     assert "--timeout" in result.output or "--wait" in result.output
     assert not db.exists()
+
+
+@pytest.mark.parametrize("fact", ["world_size=abc", "parallel.tp=two", "scaling=sideways", "tp=2"])
+def test_collect_checks_its_facts_before_the_job_starts(tmp_path, fact):
+    """A bad --meta fact was found only when rank 0 wrote run.json after training, and then every fact
+    was lost: it is one line and exit 1 before the command runs (the job's marker file never appears)."""
+    import sys
+
+    marker = tmp_path / "ran"
+    result = CliRunner().invoke(main, ["collect", "--out", str(tmp_path / "run"), "--meta", "workload=w",
+                                       "--meta", fact, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: --meta {fact.split('=')[0]}") and result.output.count("\n") == 1
+    assert not marker.exists() and not (tmp_path / "run").exists()
