@@ -1,21 +1,40 @@
 -- name: hta_merged
 -- description: HTA's merge_kernel_intervals per trace and kernel set.
--- grain: one row per trace × kernel set ('all', 'COMPUTATION', 'COMMUNICATION', 'COMP_OR_COMM')
+-- grain: one row per trace × kernel set ('all', 'COMPUTATION', 'COMMUNICATION', 'COMP_OR_COMM'; and
+--   'all:clamped', 'COMPUTATION:clamped' for a trace with an inverted event, see below)
 -- param: run VARCHAR a run_id, or NULL for every run
 -- depends: hta_events
 -- merged_ns = length of the merged intervals; first_ns = first start;
 -- last_end_ns = the end of the last merged interval (in start order), as HTA
 -- takes it.
+-- Inverted events: on an ns-resolution trace an event shorter than a µs that
+-- crosses no whole µs is [ceil(ts), floor(end)] = [k + 1, k] after HTA's
+-- rounding, a length of -1 µs, which HTA merges as it is (its merged length can
+-- go negative).  The ':clamped' sets take such an event as zero length at its
+-- rounded start (end = start), as HTA's critical-path analysis takes a -1 µs
+-- edge as 0; they exist only for traces that have an inverted event.
 -- Units: *_ns nanoseconds.
-WITH sets AS (
-    SELECT trace_id, run_id, rank, event_id, 'all' AS set_name, h_ts_ns AS ts_ns, h_end_ns AS end_ns
-    FROM hta_events(run)
-    UNION ALL
+WITH e AS (
     SELECT trace_id, run_id, rank, event_id, hta_kind, h_ts_ns, h_end_ns FROM hta_events(run)
+),
+inverted AS (
+    SELECT DISTINCT trace_id FROM e WHERE h_end_ns < h_ts_ns
+),
+sets AS (
+    SELECT trace_id, run_id, rank, event_id, 'all' AS set_name, h_ts_ns AS ts_ns, h_end_ns AS end_ns
+    FROM e
+    UNION ALL
+    SELECT trace_id, run_id, rank, event_id, hta_kind, h_ts_ns, h_end_ns FROM e
     WHERE hta_kind IN ('COMPUTATION', 'COMMUNICATION')
     UNION ALL
-    SELECT trace_id, run_id, rank, event_id, 'COMP_OR_COMM', h_ts_ns, h_end_ns FROM hta_events(run)
+    SELECT trace_id, run_id, rank, event_id, 'COMP_OR_COMM', h_ts_ns, h_end_ns FROM e
     WHERE hta_kind IN ('COMPUTATION', 'COMMUNICATION')
+    UNION ALL
+    SELECT trace_id, run_id, rank, event_id, 'all:clamped', h_ts_ns, greatest(h_end_ns, h_ts_ns) FROM e
+    WHERE trace_id IN (SELECT trace_id FROM inverted)
+    UNION ALL
+    SELECT trace_id, run_id, rank, event_id, 'COMPUTATION:clamped', h_ts_ns, greatest(h_end_ns, h_ts_ns) FROM e
+    WHERE hta_kind = 'COMPUTATION' AND trace_id IN (SELECT trace_id FROM inverted)
 ),
 marked AS (
     -- HTA: group = (ts > end.shift().cummax()).cumsum()
