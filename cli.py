@@ -395,9 +395,23 @@ def _select(df: pl.DataFrame, columns: str | None, what: str) -> pl.DataFrame:
     return df.select(wanted)
 
 
+def _csv(df: pl.DataFrame, include_header: bool = True) -> str:
+    """``df`` as CSV, each nested value (list, array, struct) one JSON text in its cell: polars' CSV
+    writer refuses nested columns, and JSON reads back where DuckDB's ``[a, b]`` text is ambiguous."""
+    import json
+
+    import polars as pl
+
+    nested = [name for name, dtype in df.schema.items() if dtype.is_nested()]
+    if nested:
+        df = df.with_columns(pl.Series(name, [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                                              for v in df[name].to_list()], dtype=pl.String) for name in nested)
+    return df.write_csv(include_header=include_header)
+
+
 def _emit(df: pl.DataFrame, fmt: str) -> None:
     if fmt == "csv":  # color=True: click would strip ANSI sequences from stored names; pipes get exact text
-        click.echo(df.write_csv(), nl=False, color=True)
+        click.echo(_csv(df), nl=False, color=True)
     elif fmt == "json":
         click.echo(df.write_json(), color=True)
     elif fmt == "line":
@@ -433,6 +447,8 @@ class _Streamed:
         self.fmt, self.rows, self.head, self.more = fmt, 0, None, 0
 
     def batch(self, df: pl.DataFrame) -> None:
+        import polars as pl
+
         if df.height == 0:
             return
         if self.fmt == "table":
@@ -441,7 +457,7 @@ class _Streamed:
                 self.head = df.head(keep) if self.head is None else pl.concat([self.head, df.head(keep)])
             self.more += df.height - min(keep, df.height)
         elif self.fmt == "csv":  # color=True: click would strip ANSI sequences; pipes get exact text
-            click.echo(df.write_csv(include_header=not self.rows), nl=False, color=True)
+            click.echo(_csv(df, include_header=not self.rows), nl=False, color=True)
         elif self.fmt == "json":  # one array of row objects, written a batch at a time
             click.echo(("[" if not self.rows else ",") + df.write_json()[1:-1], nl=False, color=True)
         else:
@@ -531,7 +547,8 @@ def sql(statement, db, fmt, columns, timeout_s) -> None:
     csv, json and line are written as the rows arrive; a table shows the first
     200 rows and says how many more.  Repeated column names (a join's) get
     _2, _3; values polars cannot hold (INTERVAL, UNION, an infinite DATE) are
-    shown as DuckDB's text, and so are lists and structs in csv, BLOBs in json.
+    shown as DuckDB's text, and so are BLOBs in csv and json; lists and
+    structs in csv are one JSON text per cell (as in `query`).
     The query stops after --timeout seconds (0: no limit); Ctrl-C stops it at
     once (exit 130).
 
@@ -546,7 +563,8 @@ def sql(statement, db, fmt, columns, timeout_s) -> None:
     out = _Streamed(fmt)
     try:
         with connect(db, timeout_s) as database:
-            names = database.stream(statement, out.batch, fmt, wanted)
+            # csv: nested values arrive nested and _csv writes them as JSON, as `query` does
+            names = database.stream(statement, out.batch, "json" if fmt == "csv" else fmt, wanted)
         out.finish(names)
     except (queries.QueryError, DatabaseError) as exc:
         fail(str(exc))
