@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 import click
 
 from scaletrace import queries
-from scaletrace.pipeline.common import limits, oneline
+from scaletrace.pipeline.common import limits, oneline, stdio
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, RulesError, load_rules
 from scaletrace.pipeline.common.errors import DatabaseError, DatasetError, EngineError
 from scaletrace.pipeline.common.interrupt import Interrupt
+from scaletrace.pipeline.common.paths import Input, Output, OverwriteError, refuse_overlap
 
 if TYPE_CHECKING:
     import polars as pl
@@ -111,6 +112,15 @@ def fail(message: str) -> None:
     _exit(1)
 
 
+def no_overwrite(inputs: list[Input], outputs: list[Output]) -> None:
+    """No output onto, inside or around an input (pipeline/common/paths.py): one line, exit 1, before
+    anything is written."""
+    try:
+        refuse_overlap(inputs, outputs)
+    except OverwriteError as exc:
+        fail(str(exc))
+
+
 def checked_meta(pairs: tuple[str, ...]) -> dict:
     """The --meta KEY=VALUE facts of ingest / run, checked against run.json's keys and types: not
     KEY=VALUE is a usage error (exit 2), a key run.json does not have or a wrong type one line
@@ -148,7 +158,15 @@ class _Main(click.Group):
     def main(self, *args, **kwargs):
         if signal.getsignal(signal.SIGINT) is _interrupted_at_start:  # commands see KeyboardInterrupt
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        return super().main(*args, **kwargs)
+        stdio.guard()  # a closed, full or Latin-1 stdout: one line, never a traceback
+        try:
+            try:
+                return super().main(*args, **kwargs)
+            finally:
+                stdio.flush()  # the last block, here rather than at exit, where its failure is a traceback
+        except stdio.StdoutError as exc:
+            say(f"error: cannot write to standard output: {exc.strerror}")
+            _exit(1)
 
     def make_context(self, *args, **kwargs):
         with _interrupt_is_one_line():
@@ -322,7 +340,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         if isinstance(exc, KeyboardInterrupt) or stop.hit:
             say(f"{stop.line}; {_plural(counts['ok'], 'file')} stored, re-run to finish")
             sys.exit(stop.status)
-        if isinstance(exc, (DatabaseError, DatasetError, EngineError)):
+        if isinstance(exc, (DatabaseError, DatasetError, EngineError, OverwriteError)):
             fail(str(exc))
         if is_duckdb_error(exc):  # the backstop: a database error is one line, never a traceback
             fail(f"{target}: {oneline.message(exc)}")
@@ -728,7 +746,7 @@ def export(db, parquet_dir) -> None:
 
     try:
         counts = export_parquet(db, parquet_dir)
-    except DatabaseError as exc:
+    except (DatabaseError, OverwriteError) as exc:
         fail(str(exc))
     except OSError as exc:  # e.g. DIR under a regular file, a read-only file system
         fail(f"cannot write {exc.filename or parquet_dir}: {exc.strerror or exc}")
@@ -785,6 +803,9 @@ def report(db, out, runs, png, svg, quiet) -> None:
     """
     from scaletrace.reports import ReportError
 
+    folder = os.path.isdir(db)  # a Parquet dataset or export: every file under it is read
+    no_overwrite([Input(db, "Parquet dataset" if folder else "database", holds_outputs=folder)],
+                 [Output(out, "report"), Output(png, "PNG folder"), Output(svg, "SVG folder")])
     try:
         _write_report(db, out, runs, png, svg, quiet)
     except (DatabaseError, queries.QueryError, ReportError) as exc:
@@ -862,6 +883,9 @@ def run_all(paths, out_dir, png, meta, quiet) -> None:
 
     facts = checked_meta(meta)
     out = Path(out_dir)
+    no_overwrite([Input(path, "trace input") for path in paths],
+                 [Output(out / "scaletrace.duckdb", "database"), Output(out / "report.html", "report"),
+                  Output(out / "figures" if png else None, "PNG folder")])
     if not out.is_dir():
         say(f"created directory {out}")
     try:
@@ -874,7 +898,7 @@ def run_all(paths, out_dir, png, meta, quiet) -> None:
 
         report_ = run_ingest(paths, db, on_outcome=_say_errors, meta=facts)
         _write_report(db, out / "report.html", (), out / "figures" if png else None, None, quiet)
-    except (DatabaseError, queries.QueryError, ReportError) as exc:
+    except (DatabaseError, queries.QueryError, ReportError, OverwriteError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")

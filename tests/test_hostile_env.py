@@ -35,3 +35,74 @@ def test_collect_checks_its_facts_before_the_job_starts(tmp_path, fact):
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"error: --meta {fact.split('=')[0]}") and result.output.count("\n") == 1
     assert not marker.exists() and not (tmp_path / "run").exists()
+
+
+SCALETRACE = [__import__("sys").executable, "-m", "scaletrace.cli"]
+NON_ASCII_RUN = "运行-ü-☃"  # not spelled by ISO-8859-1 (but ü)
+
+
+@pytest.fixture(scope="module")
+def non_ascii_db(tmp_path_factory):
+    """fixtures/micro-2rank as a run whose run_id and workload need more than Latin-1."""
+    import json
+    import shutil
+
+    from scaletrace.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("nonascii")
+    run = root / "runs" / NON_ASCII_RUN
+    shutil.copytree(FIXTURES / "micro-2rank", run)
+    manifest = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
+    (run / "run.json").write_text(json.dumps({**manifest, "run_id": NON_ASCII_RUN, "workload": "模型"}))
+    assert not ingest([root / "runs"], db=root / "t.duckdb", workers=1).errors
+    return root / "t.duckdb"
+
+
+COMMANDS = {  # what writes to stdout: help, a query in each format, an ad-hoc statement, the sentences
+    "help": ["--help"],
+    "query": ["query", "run_summary", "--columns", "run_id,workload"],
+    "query-csv": ["query", "run_summary", "--format", "csv"],
+    "query-line": ["query", "run_summary", "--format", "line"],
+    "sql": ["sql", "SELECT run_id FROM runs"],
+    "explain": ["explain"],
+}
+
+
+def _run(args, db, **kwargs):
+    import subprocess
+
+    if args != ["--help"]:
+        args = [*args, "--db", str(db)]
+    return subprocess.run([*SCALETRACE, *args], stderr=subprocess.PIPE, timeout=120,
+                          encoding="latin-1" if "env" in kwargs else "utf-8", **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_full_stdout_is_one_line_and_exit_1(non_ascii_db, name):
+    with open("/dev/full", "w") as full:
+        result = _run(COMMANDS[name], non_ascii_db, stdout=full)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "error: cannot write to standard output: No space left on device\n"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_closed_stdout_is_one_line_and_exit_1(non_ascii_db, name):
+    import os
+
+    result = _run(COMMANDS[name], non_ascii_db, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "error: cannot write to standard output: standard output is closed\n"
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - {"help"}))
+def test_a_latin1_locale_escapes_what_it_cannot_spell(non_ascii_db, name):
+    """An ISO-8859-1 terminal (PYTHONIOENCODING stands for the locale's codeset) cannot spell the run's
+    Chinese name: it is written as backslash escapes, never a UnicodeEncodeError."""
+    import os
+    import subprocess
+
+    result = _run(COMMANDS[name], non_ascii_db, stdout=subprocess.PIPE,
+                  env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "\\u8fd0\\u884c" in result.stdout or "\\u6a21\\u578b" in result.stdout  # 运行 or 模型, escaped
