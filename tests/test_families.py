@@ -78,6 +78,12 @@ def test_base_name(name, base):
     ("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1", "GEMM"), ("nvjet_tst_64x16_64x16_2x4_2cta_h_bz_bias_TNT", "GEMM"),
     ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt64x128x32", "convolution"), ("batched_transpose_32x32_half", "elementwise"),
     ("void cublasLt::splitKreduce_kernel<32, 16, int, float>(x)", "GEMM"),
+    # SageAttention; Transformer Engine's layer norm; activations (Liger's Triton SwiGLU / GeGLU)
+    ("sage_fwd", "attention"), ("void sageattn::qk_int_sv_f8_attn_kernel<64>(int)", "attention"),
+    ("ln_bwd_kernel", "norm"), ("void transformer_engine::normalization::ln_fwd_tuned_kernel<x>(y)", "norm"),
+    ("_swiglu_forward_kernel", "elementwise"), ("swiglu_bwd_kernel", "elementwise"),
+    ("_geglu_tanh_forward_kernel", "elementwise"), ("gelu", "elementwise"), ("silu", "elementwise"),
+    ("usage_kernel", "other"), ("void foo::apply<sage_fwd>(int)", "other"),  # no 'sage' inside a word or template
 ])
 def test_awkward_names(name, family):
     assert families.name_family(name) == family
@@ -91,7 +97,19 @@ def test_awkward_names(name, family):
     ("aten::_log_softmax", "softmax"), ("aten::nll_loss_forward", "loss"), ("aten::embedding", "embedding"),
     ("_C::rotary_embedding", "elementwise"), ("aten::_foreach_add_", "optimizer"), ("aten::sum", "reduction"),
     ("aten::max_pool2d", "elementwise"), ("aten::copy_", "elementwise"),
-    ("autograd::engine::evaluate_function: NativeLayerNormBackward0", None),  # a wrapper, not an op
+    # an autograd backward node is its forward op: a built-in node (a version after Backward) is the
+    # CamelCase of its ATen op, a custom Function's node its class name
+    ("autograd::engine::evaluate_function: NativeLayerNormBackward0", "norm"), ("NativeLayerNormBackward0", "norm"),
+    ("MmBackward0", "GEMM"), ("AddBackward0", "elementwise"), ("EmbeddingBackward0", "embedding"),
+    ("autograd::engine::evaluate_function: FusedLayerNormAffineFunctionBackward", "norm"),
+    ("LayerNormBackward", "norm"), ("FlashAttnVarlenFuncBackward", "attention"),
+    ("torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>", None),  # its Function says nothing
+    # a custom Function's forward: its CamelCase name split into words
+    ("FlashAttnVarlenFunc", "attention"), ("flash_attn.flash_attn_interface.FlashAttnVarlenFunc", "attention"),
+    ("FusedRMSNormAffineFunction", "norm"), ("SageAttention", "attention"), ("sageattn", "attention"),
+    ("MyCustomFunc", None), ("MyCustomFuncBackward", None),
+    # no pattern matches inside template arguments
+    ("my_ns::launch<at::native::layer_norm_kernel>", None),
     ("triton_red_fused_convolution_0", None),  # inductor's record of a launch: the kernel's name decides
     ("_C::silu_and_mul", None),  # a custom op no rule knows
 ])
@@ -113,6 +131,7 @@ def _launched(path: Path, stack: list, kernel_name: str, corr: int, tid: int = 1
     return events
 
 
+WRAPPER = "autograd::engine::evaluate_function: "
 CASES = [  # (stack around the launch, kernel, expected launch_op, family, basis)
     ([("aten::linear", "cpu_op"), ("aten::addmm", "cpu_op")], "volta_sgemm_128x64_nn", "aten::addmm", "GEMM", "op"),
     # an absorbing op hands its family to what runs inside it
@@ -134,6 +153,16 @@ CASES = [  # (stack around the launch, kernel, expected launch_op, family, basis
      "elementwise", "name"),
     # no op around the launch
     ([], "flash_fwd_kernel", None, "attention", "name"),
+    # a custom autograd Function's forward says what its kernel is (by name alone, cutlass: GEMM)
+    ([("FlashAttnVarlenFunc", "cpu_op")], "kernel_cutlass_kernel_0", "FlashAttnVarlenFunc", "attention", "op"),
+    # a backward node is its forward op, inside the engine's wrapper or alone
+    ([(WRAPPER + "FusedLayerNormAffineFunctionBackward", "cpu_op"), ("FusedLayerNormAffineFunctionBackward", "cpu_op")],
+     "void cuComputeGradInput<float>(int)", "FusedLayerNormAffineFunctionBackward", "norm", "op"),
+    ([(WRAPPER + "LayerNormBackward", "cpu_op")], "void cuComputeGradInput<float>(int)", WRAPPER + "LayerNormBackward",
+     "norm", "op"),
+    # ... but the wrapper hands nothing down: the gradient accumulation after the node is elementwise
+    ([(WRAPPER + "NativeLayerNormBackward0", "cpu_op"), ("aten::add", "cpu_op")], "vectorized_elementwise_kernel",
+     "aten::add", "elementwise", "op"),
 ]
 
 

@@ -11,6 +11,15 @@ inside ``aten::cross_entropy_loss`` is loss time; GEMM does not absorb (the copi
 ``aten::matmul`` stay elementwise, as in TraceLens).  Kernels launched inside an
 ``Optimizer.step#…`` annotation are optimizer time.  Every other ATen op is elementwise.
 
+Ops are read by what they say they are: CamelCase names (a custom ``torch.autograd.Function``'s
+forward, ``FlashAttnVarlenFunc``) with their words split (``flash_attn_varlen_func``), template
+arguments removed; an autograd backward node (``NativeLayerNormBackward0``,
+``FusedLayerNormAffineFunctionBackward``, ``torch::autograd::CppNode<SplitLookupFunction_Op>``, and the
+engine's ``autograd::engine::evaluate_function: …`` wrapper around one) by its forward op: a built-in
+node (a version number after ``Backward``) is PyTorch's CamelCase of its ATen op (``MmBackward0`` ->
+``aten::mm``), a custom Function's is its class name.  The engine's wrapper also holds the gradient
+accumulation after the node, so its family is its own kernels' only, never handed down.
+
 A kernel with no launching op (CUDA-graph replays, Triton / inductor launches, raw launches), or
 launched by an op no rule knows (a custom op such as ``_C::silu_and_mul``), is classified by its
 *base name* (``family_basis = 'name'``): :func:`base_name` removes the return type, namespaces,
@@ -42,7 +51,8 @@ _ATEN_REDUCTIONS = ("sum|mean|amax|amin|max|min|aminmax|norm|linalg_vector_norm|
 OP_FAMILIES: tuple[tuple[str, str], ...] = (
     ("elementwise", r"rotary"),  # rotary position embeddings are elementwise, not an embedding lookup
     ("attention", r"scaled_dot_product|flash_attn|flash_attention|efficient_attention|cudnn_attention|"
-                  r"attention|fmha|sdpa|(^|::|_)mha(_|$)|paged_attention|flash_mla|flashinfer.*(decode|prefill)"),
+                  r"attention|fmha|sdpa|(^|::|_)mha(_|$)|paged_attention|flash_mla|flashinfer.*(decode|prefill)|"
+                  r"(^|::|_|\.)sage_?(attn|attention)"),
     ("convolution", r"(^|::|_)conv(olution|_transpose|_tbc|_depthwise|\d)|cudnn_conv|miopen_conv|mkldnn_conv|"
                     r"slow_conv|convolutionbackward"),
     # (gemm / matmul in the op's own name, not its namespace: fbgemm::permute_2D_sparse_data is no GEMM)
@@ -56,9 +66,15 @@ OP_FAMILIES: tuple[tuple[str, str], ...] = (
     ("elementwise", r"^aten::"),  # the remaining ATen ops
 )
 # ops whose name says nothing of the kernel: inductor's record of a Triton launch (the kernel's own
-# name, whose fused op list is not its family) and autograd's per-node wrapper (it holds the node's
-# backward ops and the gradient accumulation after them); the kernel's base name decides instead
-OPAQUE_OPS = re.compile(r"^triton_|^autograd::engine::evaluate_function:")
+# name, whose fused op list is not its family); the kernel's base name decides instead
+OPAQUE_OPS = re.compile(r"^triton_")
+# autograd's per-node wrapper: it holds the node's backward ops and the gradient accumulation after
+# them, so its family (the node's) is for the kernels it launches itself, never handed down
+ENGINE_WRAPPER_RE = re.compile(r"^autograd::engine::evaluate_function:\s*")
+# a backward node: torch::autograd::CppNode<Function> (a C++ Function), or [module.]NameBackward[version]
+CPP_NODE_RE = re.compile(r"^(?:\w+::)*CppNode<(\w+)>$")
+BACKWARD_NODE_RE = re.compile(r"^(?:[\w.]*\.)?([A-Z]\w*?)Backward(\d*)$")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 # record_function annotations around an optimizer step: kernels inside are optimizer time
 OPTIMIZER_ANNOTATION_RE = re.compile(r"^optimizer\.(step|zero_grad)#", re.IGNORECASE)
 
@@ -72,12 +88,12 @@ NAME_FAMILIES: tuple[tuple[str, str], ...] = (
     ("reduction", r"^triton_(per|red)_"),
     ("other", r"^triton_"),
     ("attention", r"flash|fmha|attn|attention|sdpa|(^|_)mha_|paged_|xformers|mla_|decode_kernel|prefill_kernel|"
-                  r"_fwd_kernel_stage"),
+                  r"_fwd_kernel_stage|(^|_)sage(_|attn|attention|$)"),  # SageAttention: sage_fwd, sageattn_*
     ("convolution", r"conv(?!ert)|implicit_?gemm|im2d?2?col|^igemm_|winograd|wgrad|dgrad|fprop|scudnn|nchwtonhwc|nhwctonchw"),
     ("GEMM", r"gemm|gemv|xmma|^nvjet|^cijk_|^bmm_|cutlass|cublas|s16816|h16816|s1688|i8816|wgmma|splitk|"
              r"matmul|gemmsn|^sm\d+_|^ampere_|^volta_|^turing_|^hopper_"),
     ("norm", r"(layer|rms|batch|group|instance)_?norm|^bn_(fw|bw)|batchnorm|gammabeta|rowwisemoments|"
-             r"computefusedparams|welford"),
+             r"computefusedparams|welford|^(ln|rmsnorm)_(fwd|bwd)"),  # Transformer Engine / apex: ln_bwd_kernel
     ("elementwise", r"rotary"),
     ("embedding", r"embedding|embbag"),  # before optimizer: FBGEMM's fused embedding backward + adagrad
     ("optimizer", r"multi_tensor_apply|adam|(^|_)lamb(_|$)|(^|_)sgd(_|$)|adagrad|fused_optim"),
@@ -85,7 +101,8 @@ NAME_FAMILIES: tuple[tuple[str, str], ...] = (
     ("loss", r"loss|cross_entropy|nll_"),
     ("reduction", r"reduce|reduction|(^|_)sum(_|$)|_norm_kernel|argmax|argmin|logsumexp"),
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|fill|copy|catarray|cat_|gelu|silu|relu|"
-                    r"act_and_mul|transpose|permute|quant|index|scatter|gather|where|cast|convert|clamp|"
+                    r"(^|_)(swi|ge|re)glu|swish|sigmoid|act_and_mul|transpose|permute|quant|index|scatter|gather|"
+                    r"where|cast|convert|clamp|"
                     r"tensorop|subtensor|scale|bias|dropout|mask|arange|pad|reshape"),
 )
 
@@ -102,11 +119,38 @@ def op_family(op: str) -> str | None:
     """The family of a launching op, or None when no rule knows it (then the kernel's name decides)."""
     if OPAQUE_OPS.match(op):
         return None
-    text = op.lower()[:MAX_NAME_CHARS]
+    text = op_text(op)
     for family, pattern in compiled(OP_FAMILIES):
         if pattern.search(text):
             return family
     return None
+
+
+def hands_down(op: str) -> bool:
+    """Whether an op's family may be handed to what runs inside it (when the family absorbs): not
+    the autograd engine's per-node wrapper."""
+    return ENGINE_WRAPPER_RE.match(op) is None
+
+
+def op_text(op: str) -> str:
+    """What the op rules search: a backward node's forward op (the engine's wrapper read as the
+    node inside it), template arguments removed, CamelCase words split by ``_``, lower case."""
+    name = ENGINE_WRAPPER_RE.sub("", op[:MAX_NAME_CHARS], count=1).strip()
+    node = CPP_NODE_RE.match(name)
+    if node:
+        name = node.group(1)
+    elif "<" in name:
+        name = _top_level(name)[0]
+    backward = BACKWARD_NODE_RE.match(name)
+    if backward:  # NativeLayerNormBackward0 -> aten::native_layer_norm; FlashAttnFuncBackward -> FlashAttnFunc
+        forward, version = backward.groups()
+        name = f"aten::{_snake(forward)}" if version else forward
+    return _snake(name)
+
+
+def _snake(name: str) -> str:
+    """``FlashAttnVarlenFunc`` -> ``flash_attn_varlen_func``; ``RMSNorm`` -> ``rms_norm``."""
+    return _CAMEL_BOUNDARY.sub("_", name).lower()
 
 
 @lru_cache(maxsize=65536)

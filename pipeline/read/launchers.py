@@ -24,13 +24,16 @@ _GENERIC = np.array([FAMILY_INDEX["elementwise"], FAMILY_INDEX["reduction"], FAM
 BASES = ("op", "name")
 
 
-def _own_families(names: list, codes: np.ndarray) -> np.ndarray:
-    """The family index (UNKNOWN when no rule knows it) of the op names at ``codes``, by code."""
+def _own_families(names: list, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """By code, for the op names at ``codes``: the family index (UNKNOWN when no rule knows it), and
+    whether the op may hand it down (not the autograd engine's wrapper, ``families.hands_down``)."""
     own = np.full(len(names), UNKNOWN, dtype=np.int64)
+    hands = np.ones(len(names), dtype=bool)
     for c in codes.tolist():
         found = families.op_family(names[c])
         own[c] = FAMILY_INDEX[found] if found else UNKNOWN
-    return own
+        hands[c] = families.hands_down(names[c])
+    return own, hands
 
 
 def launching(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, launch: np.ndarray):
@@ -43,7 +46,7 @@ def launching(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, launch
     is_op = by_code(vocab.lower, lambda c: c == CPU_OP_CAT)[cpu.cat]
     is_opt = (by_code(vocab.lower, lambda c: c == USER_ANNOTATION_CAT)[cpu.cat]
               & by_code(vocab.names, lambda n: families.OPTIMIZER_ANNOTATION_RE.match(n) is not None)[cpu.name])
-    own = _own_families(vocab.names, np.unique(cpu.name[is_op]))
+    own, hands = _own_families(vocab.names, np.unique(cpu.name[is_op]))
     rt = launch[linked]
     tids, ts = cpu.tid[rt], cpu.ts[rt]
     for tid in np.unique(tids).tolist():
@@ -53,7 +56,9 @@ def launching(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, launch
         if len(ops):
             nest = Nesting(cpu.ts[ops], cpu.ts[ops] + cpu.dur[ops])
             sorted_ops = ops[nest.order]
-            eff = nest.down(own[cpu.name[sorted_ops]], lambda v: np.isin(v, ABSORBING))
+            codes = cpu.name[sorted_ops]
+            eff = nest.down(np.where(hands[codes], own[codes], UNKNOWN), lambda v: np.isin(v, ABSORBING))
+            eff = np.where(~hands[codes] & (eff == UNKNOWN), own[codes], eff)  # a wrapper's own kernels
             found = nest.innermost(points)
             hit = found >= 0
             op_code[events[hit]] = cpu.name[sorted_ops[found[hit]]]
