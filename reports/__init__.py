@@ -19,11 +19,12 @@ from scaletrace.reports import _altair  # noqa: F401  first: every chart module 
 from scaletrace.pipeline.store.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
+from scaletrace.reports import engine
 from scaletrace.reports.card import card_from_db, card_lines
 from scaletrace.reports.chartkit import gpus, layout_colours
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
-from scaletrace.reports.html import projection_table, render
+from scaletrace.reports.html import cached_bundle, projection_table, render
 
 
 @dataclass
@@ -76,6 +77,9 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     for path in (out, png_dir, svg_dir):
         if path:
             _check_writable(Path(path))
+    no_v8 = engine.unavailable()  # under a small `ulimit -v` V8 aborts the process: say so before any work
+    if no_v8 and (png_dir or svg_dir or cached_bundle() is None):
+        raise ReportError(no_v8)
     if isinstance(db, Database):
         data = report_data.load(db, runs)
         source = db.path
@@ -89,7 +93,9 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
                 f"from {source.name}; generated {time.strftime('%Y-%m-%d %H:%M')}")
     out = Path(out)
     created = _make_dirs(out.parent)
-    svgs = static_svgs(drawn)
+    svgs = {} if no_v8 else static_svgs(drawn)
+    if no_v8:
+        notes.append(f"No static images in this page (shown where JavaScript is off): {no_v8}.")
     text = render(title, subtitle, data.runs, found, drawn, data.notes + notes, data.warnings,
                   sections=_sections(drawn, data), run_sentences=data.run_sentences, card=data.card,
                   kernels=data.top_kernels, svgs=svgs,

@@ -60,15 +60,12 @@ def vega_bundle() -> str:
     so a machine builds it once per version.  Where the cache cannot be read or written, it is built."""
     import vl_convert
 
-    folder, key = cachefiles.cache_dir(), cachefiles.key_of(getattr(vl_convert, "__version__", "?"))
-    try:
-        kept = cachefiles.read(folder, f"{BUNDLE}.{key}.*.js")
-        if kept is not None:
-            return kept.decode()
-    except OSError:
-        pass
+    kept = cached_bundle()
+    if kept is not None:
+        return kept
     bundle = vl_convert.javascript_bundle()
     try:
+        folder, key = _bundle_place()
         cachefiles.write(folder, BUNDLE, key, "js", bundle.encode())
     except OSError:
         pass
@@ -76,6 +73,23 @@ def vega_bundle() -> str:
 
 
 BUNDLE = "vega-bundle"  # the bundle's kind in the cache directory
+
+
+def _bundle_place() -> tuple:
+    import vl_convert
+
+    return cachefiles.cache_dir(), cachefiles.key_of(getattr(vl_convert, "__version__", "?"))
+
+
+def cached_bundle() -> str | None:
+    """The bundle kept in the cache directory for this vl-convert version, None when there is none
+    (or the cache cannot be read)."""
+    try:
+        folder, key = _bundle_place()
+        kept = cachefiles.read(folder, f"{BUNDLE}.{key}.*.js")
+    except OSError:
+        return None
+    return kept.decode() if kept is not None else None
 
 
 def finite(value):

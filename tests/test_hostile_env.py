@@ -106,3 +106,47 @@ def test_a_latin1_locale_escapes_what_it_cannot_spell(non_ascii_db, name):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert "\\u8fd0\\u884c" in result.stdout or "\\u6a21\\u578b" in result.stdout  # 运行 or 模型, escaped
+
+
+def _under_address_limit(args, cache, limit_bytes=8 << 30):
+    """``scaletrace ARGS`` with its address space capped (``ulimit -v``) and its own cache directory."""
+    import os
+    import resource
+    import subprocess
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return subprocess.run([*SCALETRACE, *map(str, args)], capture_output=True, text=True, timeout=300,
+                          preexec_fn=cap, env={**os.environ, "SCALETRACE_CACHE_DIR": str(cache)})
+
+
+def test_a_report_under_a_small_address_limit_is_one_line_not_a_crash(non_ascii_db, tmp_path):
+    """V8 (vl-convert's engine) reserves ~64 GiB of address space at start and, under `ulimit -v 8G`,
+    aborted the process (SIGTRAP, exit -5) instead of raising. Asked first: with nothing cached, one
+    line and exit 1, nothing written; once the Vega bundle is cached (built without the cap) the page
+    is written without its static images, and --png (which needs V8) is one line again."""
+    from scaletrace.reports.engine import V8_ADDRESS_SPACE
+
+    assert V8_ADDRESS_SPACE > 8 << 30  # the cap below is under what V8 needs
+    cache = tmp_path / "cache"
+    out = tmp_path / "r.html"
+    first = _under_address_limit(["report", "--db", non_ascii_db, "-o", out], cache)
+    assert first.returncode == 1, first.stderr
+    assert first.stderr.startswith("error: the charts are drawn by vl-convert") and first.stderr.count("\n") == 1
+    assert not out.exists()
+
+    import os
+    import subprocess
+
+    built = subprocess.run([*SCALETRACE, "report", "--db", str(non_ascii_db), "-o", str(tmp_path / "once.html")],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "SCALETRACE_CACHE_DIR": str(cache)})
+    assert built.returncode == 0, built.stderr
+    second = _under_address_limit(["report", "--db", non_ascii_db, "-o", out], cache)
+    assert second.returncode == 0, second.stderr
+    assert out.exists() and "No static images in this page" in out.read_text()
+    png = _under_address_limit(["report", "--db", non_ascii_db, "-o", tmp_path / "p.html", "--png",
+                                tmp_path / "png"], cache)
+    assert png.returncode == 1 and png.stderr.startswith("error: the charts are drawn by vl-convert"), png.stderr
+    assert not (tmp_path / "png").exists()
