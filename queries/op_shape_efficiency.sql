@@ -6,8 +6,9 @@
 -- cpu_only: the GPU time of an op comes from the kernels it launched; CPU-only traces have no rows
 -- Columns as op_efficiency (same definitions, queries/macros/op_flops.sql); input_dims is
 -- the recorded `Input Dims` (JSON) of the op; num_ops its calls over ranks and the trace.
+-- warning: as op_efficiency's, for this shape's rows.
 -- Units: flops FLOP; gpu_ns nanoseconds; achieved_tflops, peak_tflops 1e12 FLOP/s;
--- achieved_pct_of_peak percent (0–100) of peak_tflops.
+-- achieved_pct_of_peak percent of peak_tflops (above 100 only with a warning).
 WITH o AS (
     SELECT * FROM op_flops($run_id) WHERE flops IS NOT NULL AND gpu_ns > 0
 ),
@@ -22,6 +23,9 @@ ranked AS (
 )
 SELECT run_id, family, pass, name, input_dims, dtype, num_ops, flops, gpu_ns::BIGINT AS gpu_ns,
        flops / gpu_ns / 1e3 AS achieved_tflops, peak_flops / 1e12 AS peak_tflops,
-       100.0 * (flops / (gpu_ns / 1e9)) / peak_flops AS achieved_pct_of_peak
+       100.0 * (flops / (gpu_ns / 1e9)) / peak_flops AS achieved_pct_of_peak,
+       CASE WHEN 100.0 * (flops / (gpu_ns / 1e9)) / peak_flops > 100
+            THEN format('{:.0f} % of the {} peak is above what the device can do: its kernels may run a faster path than the dtype''s peak (TF32 or another tensor-core path the trace does not record), the recorded shapes may over-count its FLOPs, or the device or its peak is wrong', 100.0 * (flops / (gpu_ns / 1e9)) / peak_flops, dtype) END
+           AS warning
 FROM ranked WHERE rank_in_run <= coalesce($top_n, 10)
 ORDER BY run_id, gpu_ns DESC, name, input_dims

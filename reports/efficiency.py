@@ -76,6 +76,14 @@ def no_idle_note(runs: pl.DataFrame, best: list[str], breakdown: pl.DataFrame | 
             f"{_named(said)}.")
 
 
+def peak_warning(rows: dict) -> str:
+    """' Warning: GEMM any (tf32) at 128 % of its peak: above what the device can do: ...' where the
+    run's counted ops (``rows``: efficiency_per_run rows by series) are above 100 % of their peak
+    (compute_efficiency's warning names every family × pass × dtype above it), else ''."""
+    warning = rows.get(ALL_OPS, {}).get("warning")
+    return f" Warning: {warning}." if warning else ""
+
+
 def _stated(rows: dict, series: str) -> bool:
     """The series has a % of peak a sentence can state."""
     return series in rows and present(rows[series]["pct_of_peak"])
@@ -91,7 +99,7 @@ def _one_count(sweep: str, n: int, a: dict, fams: list[str]) -> str | None:
     each = "; ".join(f"{s} {_pct(a[s]['pct_of_peak'])}{tflops(s)}" for s in fams)
     detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else tflops(fams[0]).removeprefix(", ")
     return (f"{sweep} at {gpus(n)}: its {listing(fams)} kernels reach {_pct(a[ALL_OPS]['pct_of_peak'])} of the "
-            f"device's peak for their dtype" + (f" ({detail})" if detail else "") + ".")
+            f"device's peak for their dtype" + (f" ({detail})" if detail else "") + "." + peak_warning(a))
 
 
 def compute_sentences(eff: pl.DataFrame) -> list[str]:
@@ -118,7 +126,8 @@ def compute_sentences(eff: pl.DataFrame) -> list[str]:
         if None not in per_op and per_op[1] < per_op[0] and figure(per_op[0]) != figure(per_op[1]):
             text += (f": the per-GPU matmuls shrink from {figure(per_op[0])} to {figure(per_op[1])} GFLOP per "
                      "GEMM op (mean)")
-        out.append(text + ".")
+        warned = [f"at {gpus(n)}:{peak_warning(r)}" for n, r in ((sizes[0], a), (sizes[-1], b)) if peak_warning(r)]
+        out.append(text + "." + (f" Above 100 % of peak {'; '.join(warned)}" if warned else ""))
     return out
 
 
@@ -142,5 +151,5 @@ def compute_hook(db: Database, workload: str | None = None, best: pl.DataFrame |
 
 
 __all__ = ["ALL_OPS", "FAMILIES", "HOST_BOUND_PCT", "IDLE_PARTS", "best_runs", "compute_hook", "compute_sentences",
-           "no_idle_note",
+           "no_idle_note", "peak_warning",
            "efficiency_per_run", "idle_hook", "idle_per_step", "idle_sentences"]

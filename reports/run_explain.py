@@ -32,7 +32,7 @@ from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.order import sort_runs
-from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run
+from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run, peak_warning
 from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, number, present, share
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
@@ -243,7 +243,7 @@ def compute_sentence(eff: pl.DataFrame, ops: pl.DataFrame) -> str | None:
         each = "; ".join(f"{f} {share(rows[f]['pct_of_peak'])}, {figure(rows[f]['achieved_tflops'])} TFLOP/s" for f in fams)
         detail = f"FLOPs-weighted; {each}" if len(fams) > 1 else f"{figure(rows[fams[0]]['achieved_tflops'])} TFLOP/s"
         return (f"Its {listing(fams)} kernels reach {share(rows[ALL_OPS]['pct_of_peak'])} of the device's peak "
-                f"for their dtype ({detail}).")
+                f"for their dtype ({detail})." + peak_warning(rows))
     counted = ops.filter(pl.col("flops").is_not_null() & (pl.col("gpu_ns") > 0)) if not ops.is_empty() else ops
     if counted.is_empty():
         return None

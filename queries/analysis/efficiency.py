@@ -11,7 +11,8 @@ Numbers come from the queries ``idle_breakdown``, ``compute_efficiency`` and ``o
   run_summary's idle_pct (the profiled steps' device window, gaps between steps included) in ms per
   step, wherever one step's device work ends before the next one's begins.
 - per op family: op_efficiency's rows of one family (pass × dtype) combined as compute_efficiency
-  combines families: % of peak weighted by FLOPs, TFLOP/s = Σ FLOPs ÷ Σ GPU time.
+  combines families: % of peak weighted by FLOPs, TFLOP/s = Σ FLOPs ÷ Σ GPU time; its warning
+  the warnings of those rows (a row above 100 % of its peak), joined.
 """
 
 from __future__ import annotations
@@ -51,18 +52,26 @@ def idle_per_step(idle: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
 
 def efficiency_per_run(runs: pl.DataFrame, ops: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
     """compute_efficiency (series ALL_OPS) and op_efficiency per family, one row per run of ``best`` ×
-    series: pct_of_peak, achieved_tflops, flops, gpu_ns, num_ops, gflop_per_op (families only)."""
+    series: pct_of_peak, achieved_tflops, flops, gpu_ns, num_ops, gflop_per_op (families only),
+    warning (NULL, or why a % of peak above 100 cannot be: the queries' warning column)."""
     counted = ops.filter(pl.col("achieved_pct_of_peak").is_not_null())  # FLOPs, GPU time and a peak
+    if "warning" not in counted.columns:  # a hand-built frame without the queries' warning column
+        counted = counted.with_columns(warning=pl.lit(None, pl.String))
+    if "warning" not in runs.columns:
+        runs = runs.with_columns(warning=pl.lit(None, pl.String))
     fams = counted.group_by("run_id", "family").agg(
         pl.col("flops").sum(), pl.col("gpu_ns").sum(), pl.col("num_ops").sum(),
-        pct_of_peak=(pl.col("flops") * pl.col("achieved_pct_of_peak")).sum() / pl.col("flops").sum())
+        pct_of_peak=(pl.col("flops") * pl.col("achieved_pct_of_peak")).sum() / pl.col("flops").sum(),
+        warning=pl.col("warning").drop_nulls().sort().str.join("; "))
+    fams = fams.with_columns(warning=pl.when(pl.col("warning") != "").then(pl.col("warning")))
     fams = fams.with_columns(
         series=pl.col("family").replace_strict(FAMILIES, default=pl.col("family")),
         achieved_tflops=pl.col("flops") / pl.col("gpu_ns") / 1e3,
         gflop_per_op=pl.col("flops") / pl.col("num_ops") / 1e9).drop("family")
     total = runs.select("run_id", "flops", "gpu_ns", num_ops=pl.lit(None, pl.Int64),
                         pct_of_peak="compute_efficiency_pct_of_peak", series=pl.lit(ALL_OPS),
-                        achieved_tflops="achieved_tflops", gflop_per_op=pl.lit(None, pl.Float64))
+                        achieved_tflops="achieved_tflops", gflop_per_op=pl.lit(None, pl.Float64),
+                        warning="warning")
     order = {s: i for i, s in enumerate([ALL_OPS, *FAMILIES.values()])}
     both = pl.concat([total, fams.select(total.columns)], how="vertical_relaxed")
     return (best.join(both, on="run_id", how="inner")

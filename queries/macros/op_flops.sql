@@ -2,7 +2,7 @@
 -- description: Every FLOP-counted op instance: its FLOPs from the recorded shapes and the GPU time of the kernels it launched.
 -- grain: one row per counted op (trace × CPU op; the innermost flop_ops op on its thread)
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: flop_ops, compute_dtypes, device_peaks
+-- depends: flop_ops, compute_dtypes, device_peaks, tensor_core_kernels
 -- flops: the rules of queries/reference/flop_ops.sql (NULL when the shapes are missing or the
 -- rule does not apply).  gpu_ns: Σ duration of the device events launched (same
 -- correlation) by the runtime calls inside the op's interval on its thread; num_kernels
@@ -10,8 +10,10 @@
 -- → bfloat16), peak_dtype its device_peaks column (compute_dtypes; NULL: no table entry);
 -- peak_flops the device_peaks figure for that dtype on the trace's device (the row of the
 -- longest pattern the device name contains, as run_metrics; the table, not run.json's
--- peak_flops, which is for the run's dtype only).  fp32 ops count against the plain FP32
--- peak (TF32 use is not recorded in the trace).
+-- peak_flops, which is for the run's dtype only).  An fp32 op counts against the plain FP32
+-- peak unless a kernel it launched shows TF32 tensor cores in its name (tensor_core_kernels):
+-- then its peak_dtype is tf32 and it counts against the TF32 peak (the trace records the op
+-- as float either way).
 -- Units: peak_flops FLOP/s.
 -- Units: flops FLOP; gpu_ns, ts_ns, dur_ns nanoseconds.
 WITH op AS (
@@ -79,19 +81,34 @@ launch AS (
     SELECT c.trace_id, c.tid, c.ts_ns, c.correlation FROM cpu_events c
     WHERE c.correlation IS NOT NULL AND (run IS NULL OR c.run_id = run)
 ),
+tensor_core AS (
+    SELECT '(?i)(' || string_agg(pattern, '|') || ')' AS re FROM tensor_core_kernels
+),
 kernels AS (
-    SELECT l.trace_id, l.tid, l.ts_ns, sum(d.dur_ns) AS dur_ns, count(*) AS n
+    SELECT l.trace_id, l.tid, l.ts_ns, sum(d.dur_ns) AS dur_ns, count(*) AS n,
+           bool_or(regexp_matches(d.name, tc.re)) AS tf32
     FROM launch l JOIN device_events d ON d.trace_id = l.trace_id AND d.correlation = l.correlation
+    CROSS JOIN tensor_core tc
     GROUP BY l.trace_id, l.tid, l.ts_ns, l.correlation
+),
+launched AS (
+    SELECT o.trace_id, o.run_id, o.rank, o.event_id, o.name, o.family, o.pass, o.input_dims, o.dtype,
+           o.ts_ns, o.dur_ns, o.flops,
+           coalesce(sum(k.dur_ns), 0)::BIGINT AS gpu_ns, coalesce(sum(k.n), 0)::BIGINT AS num_kernels,
+           coalesce(bool_or(k.tf32), false) AS tf32_kernel
+    FROM counted o
+    LEFT JOIN kernels k ON k.trace_id = o.trace_id AND k.tid = o.tid
+                       AND k.ts_ns >= o.ts_ns AND k.ts_ns < o.ts_ns + o.dur_ns
+    GROUP BY ALL
+),
+rated AS (
+    SELECT o.*, CASE WHEN cd.peak_dtype = 'fp32' AND o.tf32_kernel THEN 'tf32' ELSE cd.peak_dtype END AS peak_dtype,
+           dv.pattern
+    FROM launched o LEFT JOIN compute_dtypes cd ON cd.name = o.dtype
+    LEFT JOIN device dv ON dv.trace_id = o.trace_id
 )
 SELECT o.trace_id, o.run_id, o.rank, o.event_id, o.name, o.family, o.pass, o.input_dims, o.dtype,
-       cd.peak_dtype, CASE cd.peak_dtype WHEN 'bf16' THEN p.bf16 WHEN 'fp16' THEN p.fp16
-                                         WHEN 'tf32' THEN p.tf32 WHEN 'fp32' THEN p.fp32 END AS peak_flops,
-       o.ts_ns, o.dur_ns, o.flops,
-       coalesce(sum(k.dur_ns), 0)::BIGINT AS gpu_ns, coalesce(sum(k.n), 0)::BIGINT AS num_kernels
-FROM counted o
-LEFT JOIN compute_dtypes cd ON cd.name = o.dtype
-LEFT JOIN device dv ON dv.trace_id = o.trace_id LEFT JOIN device_peaks p ON p.pattern = dv.pattern
-LEFT JOIN kernels k ON k.trace_id = o.trace_id AND k.tid = o.tid
-                   AND k.ts_ns >= o.ts_ns AND k.ts_ns < o.ts_ns + o.dur_ns
-GROUP BY ALL
+       o.peak_dtype, CASE o.peak_dtype WHEN 'bf16' THEN p.bf16 WHEN 'fp16' THEN p.fp16
+                                       WHEN 'tf32' THEN p.tf32 WHEN 'fp32' THEN p.fp32 END AS peak_flops,
+       o.ts_ns, o.dur_ns, o.flops, o.gpu_ns, o.num_kernels
+FROM rated o LEFT JOIN device_peaks p ON p.pattern = o.pattern
