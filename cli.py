@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from scaletrace import queries
-from scaletrace.pipeline.common import limits, oneline, stdio
+from scaletrace.pipeline.common import limits, oneline, openfiles, stdio
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, RulesError, load_rules
 from scaletrace.pipeline.common.errors import DatabaseError, DatasetError, EngineError
 from scaletrace.pipeline.common.interrupt import Interrupt
@@ -173,8 +174,25 @@ class _Main(click.Group):
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx):
-        with _interrupt_is_one_line():
+        with _interrupt_is_one_line(), _out_of_files_is_one_line():
+            openfiles.ensure()  # a tiny `ulimit -n`: raised to the hard limit, or one line before any work
             return super().invoke(ctx)
+
+
+@contextmanager
+def _out_of_files_is_one_line():
+    """Running out of file descriptors midway (a hard limit near the minimum, many workers) is one line:
+    Python's OSError, or the Rust panic a compiled library raises instead (a BaseException)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        fail(exc.strerror if isinstance(exc, openfiles.TooFewFiles) else openfiles.too_few_line())
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException" or "Too many open files" not in str(exc):
+            raise
+        fail(openfiles.too_few_line())
 
 
 @contextmanager

@@ -150,3 +150,63 @@ def test_a_report_under_a_small_address_limit_is_one_line_not_a_crash(non_ascii_
                                 tmp_path / "png"], cache)
     assert png.returncode == 1 and png.stderr.startswith("error: the charts are drawn by vl-convert"), png.stderr
     assert not (tmp_path / "png").exists()
+
+
+def _with_open_files(args, soft, hard):
+    import resource
+    import subprocess
+
+    return subprocess.run([*SCALETRACE, *map(str, args)], capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+
+
+@pytest.mark.parametrize("command", ["ingest", "report", "query"])
+def test_too_few_open_files_is_one_line_before_any_work(non_ascii_db, tmp_path, command):
+    """`ulimit -n 12`: ingest died with OSError from the worker pool, report with a Rust panic shown as
+    a traceback. Under MIN_OPEN_FILES (soft and hard) it is one line naming the limit, exit 1."""
+    from scaletrace.pipeline.common.openfiles import MIN_OPEN_FILES
+
+    args = {"ingest": ["ingest", FIXTURES / "micro-2rank", "--db", tmp_path / "t.duckdb"],
+            "report": ["report", "--db", non_ascii_db, "-o", tmp_path / "r.html"],
+            "query": ["query", "run_summary", "--db", non_ascii_db]}[command]
+    limit = 12
+    assert limit < MIN_OPEN_FILES
+    result = _with_open_files(args, limit, limit)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (f"error: this process may open only {limit} files (ulimit -n) and scaletrace needs "
+                             f"at least {MIN_OPEN_FILES}: raise the limit (ulimit -n 1024)\n")
+    assert not (tmp_path / "t.duckdb").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_a_small_soft_limit_is_raised_to_the_hard_one(tmp_path):
+    """Only the soft limit small (`ulimit -S -n 12`): raised to the hard limit, and the ingest runs."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    result = _with_open_files(["ingest", FIXTURES / "micro-2rank", "--db", tmp_path / "t.duckdb", "--workers", "2"],
+                              12, hard)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("2 ingested")
+
+
+@pytest.mark.parametrize("error", ["oserror", "panic"])
+def test_running_out_of_files_midway_is_one_line(monkeypatch, non_ascii_db, error):
+    """Out of descriptors in the middle of a command: Python's OSError(EMFILE), or the Rust panic a
+    compiled library raises instead (pyo3's PanicException is a BaseException), is one line."""
+    import errno
+
+    import scaletrace.cli as cli
+
+    class PanicException(BaseException):  # pyo3's name; what vl-convert raised
+        pass
+
+    def out_of_files(*args, **kwargs):
+        if error == "oserror":
+            raise OSError(errno.EMFILE, "Too many open files")
+        raise PanicException('called `Result::unwrap()` on an `Err` value: Os { code: 24, kind: Uncategorized, '
+                             'message: "Too many open files" }')
+
+    monkeypatch.setattr(cli, "connect", out_of_files)
+    result = CliRunner().invoke(main, ["query", "run_summary", "--db", str(non_ascii_db)])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("error: this process may open only ") and result.output.count("\n") == 1
