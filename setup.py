@@ -1,9 +1,14 @@
-"""The optional compiled extractor (pipeline/read/_scan.cpp, README "The compiled extractor").
+"""The optional compiled extractor (pipeline/read/_scan.cpp, README "The compiled extractor"), and the
+start-up signal file (below).
+
 
 Built when a C++17 compiler and simdjson (Debian: ``libsimdjson-dev``) are present; when the
 build fails the install goes on without it and extract uses the Python (msgspec) extractor.
 Everything else about the package is in pyproject.toml.
 """
+
+import os
+import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -25,7 +30,16 @@ class OptionalBuildExt(build_ext):
             print(f"scaletrace: compiled extractor not built ({exc}); using the Python extractor")
 
 
+# Ctrl-C in the console script's first milliseconds, before `scaletrace` is imported (Python's own
+# start-up: site, an editable install's finder), printed a KeyboardInterrupt traceback.  This .pth file,
+# installed into site-packages and read by `site` before every other one ("00" sorts first), makes
+# Ctrl-C and SIGTERM one line and 128 + N from there on, in the `scaletrace` command only (its argv[0]);
+# in any other Python process it compares one string.  scaletrace/__init__.py takes over from it.
+_PATHS = sysconfig.get_paths()
+SITE_PACKAGES = os.path.relpath(_PATHS["purelib"], _PATHS["data"])  # lib/python3.X/site-packages in a venv
+
 setup(
+    data_files=[(SITE_PACKAGES, ["pipeline/common/00-scaletrace-signals.pth"])],
     ext_modules=[Extension(
         "scaletrace.pipeline.read._scan",
         sources=["pipeline/read/_scan.cpp"],

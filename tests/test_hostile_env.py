@@ -210,3 +210,44 @@ def test_running_out_of_files_midway_is_one_line(monkeypatch, non_ascii_db, erro
     result = CliRunner().invoke(main, ["query", "run_summary", "--db", str(non_ascii_db)])
     assert result.exit_code == 1, result.output
     assert result.output.startswith("error: this process may open only ") and result.output.count("\n") == 1
+
+
+SIGNALS_PTH = "00-scaletrace-signals.pth"
+
+
+@pytest.mark.parametrize("argv0, expected", [("/venv/bin/scaletrace", (130, "interrupted\n")),
+                                              ("/venv/bin/other-tool", (None, "KeyboardInterrupt"))])
+def test_ctrl_c_while_python_starts_is_one_line_in_scaletrace_only(tmp_path, argv0, expected):
+    """Ctrl-C in the console script's first milliseconds, while `site` reads site-packages (an editable
+    install's finder imports pathlib there), was Python's KeyboardInterrupt traceback. The .pth file
+    that setup.py installs is read before every other: from there Ctrl-C is one line and 130, in the
+    `scaletrace` command only. Made deterministic: a .pth read after it sends SIGINT to its own process."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(ROOT / "pipeline" / "common" / SIGNALS_PTH, site_dir)
+    (site_dir / "zz-ctrl-c.pth").write_text("import os, signal; os.kill(os.getpid(), signal.SIGINT)\n")
+    code = f"import sys, site; sys.argv[0] = {argv0!r}; site.addsitedir({str(site_dir)!r}); print('not reached')"
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    status, said = expected
+    if status is None:  # any other program: Python's own handling, untouched
+        assert result.returncode != 0 and said in result.stderr
+    else:
+        assert (result.returncode, result.stderr, result.stdout) == (status, said, "")
+
+
+def test_the_signal_file_is_read_first_and_installed_with_the_package():
+    """It sorts before every other .pth name site reads here (site reads them in sorted order), and
+    setup.py installs it into site-packages."""
+    import site
+
+    from conftest import ROOT
+
+    assert f'"pipeline/common/{SIGNALS_PTH}"' in (ROOT / "setup.py").read_text()
+    names = sorted(p.name for d in site.getsitepackages() for p in __import__("pathlib").Path(d).glob("*.pth"))
+    assert names and names[0] == SIGNALS_PTH, names

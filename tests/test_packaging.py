@@ -38,8 +38,13 @@ def test_only_top_level_name_is_scaletrace(wheel):
     with zipfile.ZipFile(wheel) as z:
         top = {name.split("/")[0] for name in z.namelist()}
         names = z.namelist()
-    # name-version.dist-info (a wheel is name-version-python-abi-platform: pure, or with the compiled extractor)
-    assert top == {"scaletrace", f"{'-'.join(wheel.name.split('-')[:2])}.dist-info"}
+    # name-version.dist-info (a wheel is name-version-python-abi-platform: pure, or with the compiled extractor),
+    # and name-version.data holding only the start-up signal file for site-packages (setup.py)
+    stem = '-'.join(wheel.name.split('-')[:2])
+    assert top == {"scaletrace", f"{stem}.dist-info", f"{stem}.data"}
+    assert [n for n in names if n.startswith(f"{stem}.data/")] == [
+        f"{stem}.data/data/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/"
+        "00-scaletrace-signals.pth"]
     # what the package reads at run time ships with it
     for needed in ("scaletrace/cli.py", "scaletrace/collectors/_boot/sitecustomize.py",
                    "scaletrace/queries/run_summary.sql", "scaletrace/pipeline/store/schema.sql",
