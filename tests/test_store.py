@@ -89,6 +89,7 @@ def test_a_database_of_an_older_schema_is_one_line_naming_what_it_lacks_and_the_
     con = duckdb.connect(str(old))  # as a version before the column was added left it
     con.execute("ALTER TABLE device_events DROP COLUMN wait_stream")
     con.execute("UPDATE meta SET value = 'an older setup' WHERE key = 'setup_sha256'")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     try:
         connect(old)
@@ -96,8 +97,9 @@ def test_a_database_of_an_older_schema_is_one_line_naming_what_it_lacks_and_the_
         message = str(exc)
     else:
         raise AssertionError("an older file opened as if current")
-    assert message == (f"{old}: written by an older scaletrace, without device_events.wait_stream; bring it up "
-                       f"to date with `scaletrace ingest PATH --db {old}`")
+    assert message.startswith(f"{old}: written by an older scaletrace (schema version 1), without "
+                              "device_events.wait_stream; bring it up to date with `scaletrace ingest /")
+    assert message.endswith(f" --db {old}`") and "\n" not in message  # the run directories it holds, by name
     report = ingest(sorted(FIXTURES.glob("micro-*")), db=old, workers=1)  # the fix it names works
     assert not report.errors, [o.line() for o in report.errors]
     with connect(old) as database:

@@ -145,7 +145,7 @@ class Database:
         if self.path.is_dir():  # a Parquet export (scaletrace export --parquet)
             from scaletrace.pipeline.store.export import open_parquet
 
-            self.con = open_parquet(self.path)
+            self.con = open_parquet(self.path)  # refused as a database file is (dbcheck.check_readable)
             self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
             return
         if not self.path.is_file():
@@ -158,18 +158,15 @@ class Database:
             raise
 
     def _set_up(self, path: str | Path) -> None:
-        """Check that the file is a scaletrace database of this version's columns; register the definitions."""
+        """Check that the file is a scaletrace database this version can answer from as it is (its
+        columns, its traces' rows: ``dbcheck.check_readable``); register the definitions."""
         # SET, not connect's config: a connection to a file open in this process must match its config
         self.con.execute(f"SET memory_limit = '{reader_memory_limit()}'")
         try:
             self.con.sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as exc:
             raise DatabaseError(f"{path}: not a scaletrace database ({_first_line(exc)})") from None
-        missing = dbcheck.missing_columns(self.con)
-        if missing:
-            listed = _listed(missing)
-            raise DatabaseError(f"{path}: written by an older scaletrace, without {listed}; bring it up to date with "
-                                f"`scaletrace ingest PATH --db {path}`")
+        dbcheck.check_readable(self.con, path)
         register_definitions(self.con, path)
 
     @contextmanager

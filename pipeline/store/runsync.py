@@ -50,19 +50,39 @@ def current_stat_key(path) -> str | None:
         return None
 
 
-def known_shas(con, runs) -> dict[str, str]:
+def extract_identity(rules=None, keep_python: bool = False) -> str:
+    """What made a trace's stored rows, as ``traces.extract_version`` records it: this version's
+    extract (``EXTRACT_VERSION``), and where the options that change the rows are not the
+    defaults (``--rules``: the kind of each event; ``--keep-python``: Python function events),
+    ``+`` a digest of them.  A stored trace made with other options is parsed again: the same
+    bytes under other options are other rows.  (A reader takes what precedes ``+``:
+    ``dbcheck.stale_traces``.)"""
+    import hashlib
+
+    from scaletrace.pipeline.read.classify import DEFAULT_RULES
+
+    rules = DEFAULT_RULES if rules is None else tuple(rules)
+    if rules == DEFAULT_RULES and not keep_python:
+        return EXTRACT_VERSION
+    options = repr((rules, bool(keep_python))).encode()
+    return f"{EXTRACT_VERSION}+{hashlib.sha256(options).hexdigest()[:12]}"
+
+
+def known_shas(con, runs, identity: str = EXTRACT_VERSION) -> dict[str, str]:
     """sha256 of each stored trace that may be skipped when its bytes are unchanged (``known_files``)."""
-    return {path: sha for path, (sha, _) in known_files(con, runs).items()}
+    return {path: sha for path, (sha, _) in known_files(con, runs, identity).items()}
 
 
-def known_files(con, runs) -> dict[str, tuple[str, str | None]]:
+def known_files(con, runs, identity: str = EXTRACT_VERSION) -> dict[str, tuple[str, str | None]]:
     """(sha256, stat_key) of each stored trace that may be skipped when unchanged: not one whose
-    run id, or rank from run.json, is no longer what run.json says (it is parsed again).  One query."""
+    rows another extract, or other options, made (``identity``: this ingest's, ``extract_identity``),
+    nor one whose run id, or rank from run.json, is no longer what run.json says (it is parsed
+    again).  One query."""
     current = {str(f): run for run in runs for f in run.files}
     known = {}
     for path, sha, key, run_id, rank, source, version in con.execute(
             "SELECT path, sha256, stat_key, run_id, rank, rank_source, extract_version FROM traces").fetchall():
-        if version != EXTRACT_VERSION:  # stored by another extract: its rows lack what this one makes
+        if version != identity:  # stored by another extract or other options: its rows are not this ingest's
             continue
         run = current.get(path)
         if run is not None and run_id != run.run_id:

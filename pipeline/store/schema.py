@@ -7,6 +7,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -14,10 +15,13 @@ import duckdb
 from scaletrace.pipeline.common import limits, oneline
 from scaletrace.pipeline.common.errors import DatabaseError
 from scaletrace.pipeline.read.vocabulary import PER_TRACE_TABLES
+from scaletrace.pipeline.store import migrations
 from scaletrace.queries import definitions
 
 SCHEMA_SQL = Path(__file__).with_name("schema.sql")
-SCHEMA_VERSION = "1"
+# The version of schema.sql, recorded in every stored file (meta: schema_version); a change of
+# schema.sql bumps it and adds its entry to migrations.MIGRATIONS (tests/test_schema_versions.py).
+SCHEMA_VERSION = "2"
 # Every table, in DDL order (read from schema.sql: the one list; export and tests use it).
 TABLES = tuple(re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA_SQL.read_text(), re.MULTILINE))
 
@@ -130,11 +134,58 @@ def open_for_write(db: str | Path, wait_s: float = LOCK_WAIT_S, on_wait=None,
     con = con or connect_waiting(db, wait_s=wait_s, on_wait=on_wait)
     setup = setup or read_setup(con)
     if not setup.by_this_version():
-        con.execute("BEGIN")
-        con.execute(SCHEMA_SQL.read_text())
-        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
-        con.execute("COMMIT")  # setup_sha256 is written with the definitions: until then, set up again
+        bring_up_to_date(con, setup)  # setup_sha256 is written with the definitions: until then, set up again
     return con
+
+
+def bring_up_to_date(con: duckdb.DuckDBPyConnection, setup: Setup) -> None:
+    """Give a file (new, or of an older schema version) this version's tables and columns, its
+    older rows their values (``migrations.data_sql``) and this version's number: one transaction,
+    so that the file is of its old version or of this one, never between.  A table's columns
+    that the file lacks are added whether schema.sql adds them with ALTER or in its CREATE."""
+    con.execute("BEGIN")
+    try:
+        con.execute(SCHEMA_SQL.read_text())
+        present = set(con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
+                                  "current_database() AND schema_name = 'main'").fetchall())
+        for table, columns in expected_columns().items():
+            for name, kind in columns:
+                if (table, name) not in present:
+                    con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {kind}')
+        since = migrations.version_of(setup.meta)
+        if since is not None:
+            for sql in migrations.data_sql(since, int(SCHEMA_VERSION)):
+                con.execute(sql)
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@lru_cache(maxsize=1)
+def expected_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """(column, type) of every table of schema.sql, in its order."""
+    con = open_duckdb()
+    try:
+        con.execute(SCHEMA_SQL.read_text())
+        expected: dict[str, list[tuple[str, str]]] = {}
+        for table, name, kind in con.execute(
+                "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = "
+                "current_database() AND schema_name = 'main' ORDER BY table_name, column_index").fetchall():
+            expected.setdefault(table, []).append((name, kind))
+        return {table: tuple(columns) for table, columns in expected.items()}
+    finally:
+        con.close()
+
+
+def columns_digest() -> str:
+    """sha256 of schema.sql's tables and columns (names and types, in order): what a schema version
+    is (migrations.MIGRATIONS records it per version; comments and layout of the file are not in it)."""
+    import hashlib
+
+    text = "\n".join(f"{table}.{name} {kind}" for table in TABLES for name, kind in expected_columns()[table])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def set_up_definitions(con: duckdb.DuckDBPyConnection) -> None:
