@@ -170,7 +170,20 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
     parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0 and share(100 * idle[c].sum() / total)),
                    key=lambda p: -p[0])
     split = ", ".join(f"{share(100 * ns / total)}{' of it' if i == 0 else ''} {w}" for i, (ns, w) in enumerate(parts))
-    return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {window}" + (f": {split}" if split else ""))
+    return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {_of_period(idle, window, stepped)}"
+                     + (f": {split}" if split else ""))
+
+
+def _of_period(idle: pl.DataFrame, window: str, stepped: bool) -> str:
+    """'per profiled step, 3.0 % of its 28.9 ms on the device (mean over ranks and steps)': the idle
+    of the step model's device slot (docs/metrics.md), its share the run's idle_pct (Σ idle ÷ Σ span
+    per rank, mean over ranks), so the idle in ms and in % are one figure."""
+    if not stepped or "span_ns" not in idle.columns:
+        return window
+    per_rank = idle.group_by("rank").agg(pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
+    pct = per_rank["pct"].mean()
+    of = f", {share(pct)} of its {duration(idle['span_ns'].mean())} on the device" if present(pct) else ""
+    return f"per profiled step{of} (mean over ranks and steps)"
 
 
 def _group(process_group: str) -> str:

@@ -210,14 +210,19 @@ BREAKDOWN_COLUMNS = ("span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "
 SPAN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_memory_ns", "other_ns", "idle_ns")
 
 
-def sweep_breakdown(events) -> dict:
-    """Every *_ns column of window_breakdown for one window of events (kind, start_ns, end_ns).
+def sweep_breakdown(events, window: tuple[int, int] | None = None) -> dict:
+    """Every *_ns column of window_breakdown for one window of events (kind, start_ns, end_ns);
+    ``window`` (start, end): the events clipped to it, and the span is the window (a step's device
+    slot, docs/metrics.md "The step model": its time outside every event is idle).
 
     A sweep over the event boundaries: between two consecutive boundaries the set of
     kinds in progress is fixed, so each such segment counts, whole, toward one part of
     the span (DESIGN.md "Metric definitions"): compute if a compute event covers it,
     else exposed comm, else exposed memory, else other if any event covers it, else idle.
     """
+    if window is not None:
+        events = [(kind, max(start, window[0]), min(end, window[1])) for kind, start, end in events
+                  if min(end, window[1]) > max(start, window[0])]
     bounds = sorted(((t, delta, kind) for kind, start, end in events for t, delta in ((start, 1), (end, -1))),
                     key=lambda bound: bound[0])
     active = dict.fromkeys({kind for kind, _, _ in events}, 0)
@@ -236,7 +241,23 @@ def sweep_breakdown(events) -> dict:
             prev = t
         active[kind] += delta
     sums["span_ns"] = max(end for _, _, end in events) - min(start for _, start, _ in events)
+    if window is not None:
+        sums["idle_ns"] += (window[1] - window[0]) - sums["span_ns"]
+        sums["span_ns"] = window[1] - window[0]
     return sums
+
+
+def step_slots(steps: dict) -> dict:
+    """step -> (start, end) of each step's device slot (docs/metrics.md "The step model"), from
+    step -> its events (kind, start, end): from the end of the earlier steps' device work to the end
+    of its own (the first from the earliest event); steps whose events span no time have none."""
+    own = {n: (min(s for _, s, _ in ev), max(e for _, _, e in ev)) for n, ev in sorted(steps.items())}
+    own = {n: b for n, b in own.items() if b[1] > b[0]}
+    slots, end = {}, min((b[0] for b in own.values()), default=None)
+    for n, (_, last) in own.items():
+        slots[n] = (end, max(end, last))
+        end = slots[n][1]
+    return slots
 
 
 def differences(row: dict, expected: dict) -> dict:
@@ -259,18 +280,25 @@ def assert_breakdown_matches_sweep(db: Path, run_id: str | None = None) -> int:
         events = database.sql("SELECT run_id, rank, step, kind, ts_ns, ts_ns + dur_ns AS end_ns FROM device_events "
                               "WHERE $run_id IS NULL OR run_id = $run_id", {"run_id": run_id})
     windows: dict = {}
+    stepped: dict = {}  # (run, rank) -> step -> its events
     for r in events.iter_rows(named=True):
         event = (r["kind"], r["ts_ns"], r["end_ns"])
         windows.setdefault((r["run_id"], r["rank"], None), []).append(event)
         if r["step"] is not None:
-            windows.setdefault((r["run_id"], r["rank"], r["step"]), []).append(event)
+            stepped.setdefault((r["run_id"], r["rank"]), {}).setdefault(r["step"], []).append(event)
+    # a step's window is its device slot over every profiled step's events (the step model)
+    bounds = {}
+    for (run, rank), steps in stepped.items():
+        timeline = [e for ev in steps.values() for e in ev]
+        for step, slot in step_slots(steps).items():
+            windows[(run, rank, step)], bounds[(run, rank, step)] = timeline, slot
     got = {(r["run_id"], r["rank"], None): r for r in query(db, "rank_breakdown", run_id=run_id).iter_rows(named=True)
            if r["span_ns"] is not None}
     got.update({(r["run_id"], r["rank"], r["step"]): r
                 for r in query(db, "rank_step_breakdown", run_id=run_id).iter_rows(named=True)})
     assert set(got) == set(windows)
     for key, window in windows.items():
-        expected, row = sweep_breakdown(window), got[key]
+        expected, row = sweep_breakdown(window, bounds.get(key)), got[key]
         assert {c: row[c] for c in BREAKDOWN_COLUMNS} == expected, (key, differences(row, expected))
         assert_parts_sane(row)
     return len(windows)

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import cpu, kernel, query, shared_runs, write_trace
 from scaletrace.pipeline import connect, ingest
+from scaletrace.pipeline.read.intervals import merge
 
 US = 1000  # ns per µs
 PARTS = ("host_wait_ns", "dependency_wait_ns", "other_idle_ns")
@@ -68,30 +69,53 @@ def test_cpu_only_gaps_are_host_wait(fixtures_db):
     assert all(r["host_wait_ns"] == r["idle_ns"] for r in rows)
 
 
+def device_slots(db_path, run_id):
+    """(rank, step) -> (slot start, slot end, idle in the slot, idle before the step's own first event),
+    from the device events in Python (the step model, docs/metrics.md): a step's slot runs from the
+    end of the rank's earlier steps' device work to the end of its own; its idle is the slot less the
+    merged intervals of every profiled step's events inside it, whichever step launched them."""
+    with connect(db_path) as db:
+        events = db.sql("SELECT t.rank, d.step, d.ts_ns, d.ts_ns + d.dur_ns AS end_ns FROM device_events d "
+                        "JOIN traces t USING (trace_id) WHERE t.run_id = $run AND d.step IS NOT NULL",
+                        {"run": run_id}).to_dicts()
+    out = {}
+    for rank in {e["rank"] for e in events}:
+        mine = [e for e in events if e["rank"] == rank]
+        bounds = {}
+        for e in mine:
+            lo, hi = bounds.get(e["step"], (e["ts_ns"], e["end_ns"]))
+            bounds[e["step"]] = (min(lo, e["ts_ns"]), max(hi, e["end_ns"]))
+        bounds = {s: b for s, b in sorted(bounds.items()) if b[1] > b[0]}
+        busy = merge([(e["ts_ns"], e["end_ns"]) for e in mine if e["end_ns"] > e["ts_ns"]])
+
+        def covered(lo, hi):
+            return sum(max(0, min(e, hi) - max(s, lo)) for s, e in busy)
+
+        start = min(b[0] for b in bounds.values()) if bounds else None
+        for step, (first, last) in bounds.items():
+            end = max(start, last) if out.get((rank, "end")) is None else max(out[(rank, "end")], last)
+            lo = start if out.get((rank, "end")) is None else out[(rank, "end")]
+            before = max(lo, min(first, end))
+            out[(rank, step)] = (lo, end, (end - lo) - covered(lo, end), (before - lo) - covered(lo, before))
+            out[(rank, "end")] = end
+    return out
+
+
 @pytest.mark.parametrize("run_id", shared_runs())
-def test_parts_sum_to_the_idle_of_the_ingest_unions(run_id, shared_db):
+def test_parts_sum_to_the_idle_of_the_device_timeline(run_id, shared_db):
     """Every shared trace gets an answer (HTA fails on some); the parts, from the gaps between
-    merged events in SQL, sum to idle_ns from the interval unions computed at ingest
-    (pipeline/read/intervals.py), per step, or for the whole trace where it has no steps."""
+    merged events in SQL, sum to idle_ns, which is the step's device slot less the merged device
+    events inside it (computed here in Python, an independent computation), per step, or the
+    whole trace's idle (interval unions of ingest) where it has no steps; idle ≤ the step's slot."""
     rows = query(shared_db, "idle_breakdown", run_id=run_id).to_dicts()
     assert rows, "every trace must give an answer"
-    steps = {(r["rank"], r["step"]): r["idle_ns"] for r in query(shared_db, "rank_step_breakdown", run_id=run_id)
-             .iter_rows(named=True)}
     whole = {r["rank"]: r["idle_ns"] for r in query(shared_db, "rank_breakdown", run_id=run_id).iter_rows(named=True)}
-    # the gap before each step: from the end of the rank's earlier steps' device work to the step's
-    # first device event, from the device events themselves
-    with connect(shared_db) as db:
-        bounds = db.sql("SELECT t.rank, d.step, min(d.ts_ns) AS first_ns, max(d.ts_ns + d.dur_ns) AS last_ns "
-                        "FROM device_events d JOIN traces t USING (trace_id) WHERE t.run_id = $run AND d.step IS NOT NULL "
-                        "GROUP BY t.rank, d.step ORDER BY t.rank, d.step", {"run": run_id}).to_dicts()
-    gap, ends = {}, {}
-    for b in bounds:
-        earlier = ends.get(b["rank"])
-        gap[(b["rank"], b["step"])] = max(0, b["first_ns"] - earlier) if earlier is not None else 0
-        ends[b["rank"]] = b["last_ns"] if earlier is None else max(earlier, b["last_ns"])
+    slots = device_slots(shared_db, run_id)
     for r in rows:
         assert all(r[c] >= 0 for c in PARTS), r
-        between = 0 if r["step"] is None else gap[(r["rank"], r["step"])]
-        assert r["between_steps_ns"] == between, r
-        expected = whole[r["rank"]] if r["step"] is None else steps[(r["rank"], r["step"])] + between
-        assert sum(r[c] for c in PARTS) == expected == r["idle_ns"], r
+        if r["step"] is None:
+            assert r["between_steps_ns"] == 0 and sum(r[c] for c in PARTS) == whole[r["rank"]] == r["idle_ns"], r
+            continue
+        lo, hi, idle, before = slots[(r["rank"], r["step"])]
+        assert (r["span_ns"], r["between_steps_ns"]) == (hi - lo, before), r
+        assert sum(r[c] for c in PARTS) == idle == r["idle_ns"] <= r["span_ns"], r

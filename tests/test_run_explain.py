@@ -115,36 +115,32 @@ def read_rank(path) -> dict:
             windows.setdefault(max(inside, key=lambda n: steps[n][0]), []).append(e)
     if not steps:
         windows = {None: dev}
-    split = Counter()
-    idle = []
-    ends = []  # the last device end of each earlier step's window, in step order
     windows = dict(sorted(windows.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
-    for events in windows.values():
-        w_span = max(e["end"] for e in events) - min(e["start"] for e in events)
-        # the gap between the earlier steps' device work and this step's first event is idle between steps
-        between = max(0, min(e["start"] for e in events) - max(ends)) if ends and steps else 0
-        ends.append(max(e["end"] for e in events))
-        idle.append(w_span - _length(_union((e["start"], e["end"]) for e in events)) + between)
-        if between:  # classified as any gap: by the launch of the events that end it
-            first = min(e["start"] for e in events)
-            launched = [e["launch"] for e in events if e["start"] == first and e["launch"] is not None]
-            split["other" if not launched else "host" if min(launched) > first - between else "dependency"] += between
-        for g0, g1, nexts in _gaps(events):
-            launched = [e["launch"] for e in nexts if e["launch"] is not None]
-            split["other" if not launched else "host" if min(launched) > g0 else "dependency"] += g1 - g0
+    # the step model (docs/metrics.md): each step's device slot runs from the end of the earlier
+    # steps' device work to the end of its own (the first from the earliest device event); its idle is
+    # the slot less the merged device events of every profiled step inside it, whichever launched them
+    spans = {n: (min(e["start"] for e in w), max(e["end"] for e in w)) for n, w in windows.items()}
+    windows = {n: w for n, w in windows.items() if spans[n][1] > spans[n][0]}
+    stepped = [e for w in windows.values() for e in w]
+    timeline = _union((e["start"], e["end"]) for e in stepped)
+    idle, end = [], min((spans[n][0] for n in windows), default=None)
+    for n in windows:
+        lo, end = end, max(end, spans[n][1])
+        idle.append((end - lo) - sum(max(0, min(e, end) - max(s, lo)) for s, e in timeline))
+    split = Counter()
+    for g0, g1, nexts in _gaps(stepped):  # classified by the launch of the events that end each gap
+        launched = [e["launch"] for e in nexts if e["launch"] is not None]
+        split["other" if not launched else "host" if min(launched) > g0 else "dependency"] += g1 - g0
     span = max(e["end"] for e in dev) - min(e["start"] for e in dev)
     comm = _union((e["start"], e["end"]) for e in dev if e["comm"])
     compute = _union((e["start"], e["end"]) for e in dev if e["kernel"] and not e["comm"])
     # the window of the run's shares: from the first device event the profiled steps launched to the
-    # last one's end (the busy sum where steps' work overlaps); the whole trace without steps
-    w_busy = [_length(_union((e["start"], e["end"]) for e in w)) for w in windows.values()]
-    w_exposed = [_minus(_union((e["start"], e["end"]) for e in w if e["comm"]),
-                        _union((e["start"], e["end"]) for e in w if e["kernel"] and not e["comm"]))
-                 for w in windows.values()]
-    stepped = [e for w in windows.values() for e in w]
+    # last one's end, its parts measured once on the device timeline; the whole trace without steps
     if steps and stepped:
-        step_span = max(max(e["end"] for e in stepped) - min(e["start"] for e in stepped), sum(w_busy))
-        step_busy, step_exposed = sum(w_busy), sum(w_exposed)
+        step_span = max(e["end"] for e in stepped) - min(e["start"] for e in stepped)
+        step_busy = _length(timeline)
+        step_exposed = _minus(_union((e["start"], e["end"]) for e in stepped if e["comm"]),
+                              _union((e["start"], e["end"]) for e in stepped if e["kernel"] and not e["comm"]))
     else:
         step_span, step_busy, step_exposed = span, None, _minus(comm, compute)
     info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}

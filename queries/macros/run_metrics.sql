@@ -2,7 +2,7 @@
 -- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: steps_breakdown, device_peaks, compute_dtypes, run_facts
+-- depends: steps_breakdown, step_slot_breakdown, device_peaks, compute_dtypes, run_facts
 -- The definitions of every column are in queries/run_summary.sql (which
 -- returns this relation) and the README ("Run level and across runs").  The run's facts
 -- (world size, device, dtype, parallel degrees, tokens and FLOPs per token) and their bases
@@ -67,6 +67,17 @@ shares AS (
            round(avg(num_steps) FILTER (WHERE num_steps > 0))::INTEGER AS window_steps
     FROM steps_breakdown(run) GROUP BY run_id
 ),
+slot_steps AS (
+    -- each profiled step's device slot on its slowest rank (docs/metrics.md "The step model")
+    SELECT run_id, step, max(slot_ns) AS slot_ns, bool_or(first_slot) AS first_slot
+    FROM step_slot_breakdown(run) GROUP BY run_id, step
+),
+period AS (
+    -- the steady-state device step period: median over steps of the slowest rank's slot, the
+    -- first step left out where later ones exist (its slot has no gap before it)
+    SELECT run_id, coalesce(median(slot_ns) FILTER (WHERE NOT first_slot), median(slot_ns))::BIGINT AS period_ns
+    FROM slot_steps GROUP BY run_id
+),
 base AS (
     SELECT r.* EXCLUDE (world_size, dp, tp, pp, cp, tokens_per_step, flops_per_token, device_name, dtype),
            tr.num_ranks, tr.cpu_only,
@@ -79,9 +90,10 @@ base AS (
            f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
-           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
+           pd.period_ns
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
-    LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id)
+    LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id) LEFT JOIN period pd USING (run_id)
 ),
 device_row AS (
     -- the device_peaks row of the longest pattern the device name contains
@@ -129,7 +141,8 @@ m AS (
            [CASE WHEN x >= 999.5e9 THEN format('{:,.0f} s', x / 1e9) WHEN x >= 999.5e6 THEN format('{:.3g} s', x / 1e9)
                  WHEN x >= 999.5e3 THEN format('{:.3g} ms', x / 1e6) WHEN x >= 999.5 THEN format('{:.3g} µs', x / 1e3)
                  ELSE format('{:.3g} ns', x) END
-            FOR x IN [b.step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns]] AS ns_words,
+            FOR x IN [b.step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns, b.period_ns,
+                      b.step_time_ns - b.period_ns]] AS ns_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
@@ -145,6 +158,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        model_flops AS model_flops_per_step, recorded_flops AS recorded_flops_per_step,
        model_flops / recorded_flops AS model_to_recorded_flops_ratio, kernel_efficiency_pct_of_peak,
        window_ns AS traced_window_per_step_ns, step_time_ns / window_ns AS step_time_to_traced_window_ratio,
+       period_ns AS device_step_period_ns,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
        compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
        concat_ws('; ',
@@ -185,17 +199,29 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                             'are {:.2f} × what the recorded shapes count ({})',
                             100.0 * tps * fpt / (gpus * peak), kernel_efficiency_pct_of_peak, flops_words[1],
                             flops_per_token_basis, model_flops / recorded_flops, flops_words[2]) END,
-           -- the step time and the traced steps must describe the same steps: the device cannot do more
-           -- than a step's work per step in steady state, and the step log times the same loop
-           CASE WHEN window_ns > 1.5 * step_time_ns
+           -- the step time and the traced steps must describe the same steps (docs/metrics.md "The step
+           -- model"), in both directions: the device cannot do more than a step's work a step in steady
+           -- state (a longer device period: it runs behind the host, the step time understates the step),
+           -- and shares of a device window much shorter than the step describe only that window
+           CASE WHEN period_ns > 1.1 * step_time_ns
                 THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
-                            'device span of {} is {} a step, {:.2f} × the step time{}',
+                            'device span of {} is {} a step, {:.2f} × the step time{}; the device''s steady-state '
+                            'step period (median over steps of the slowest rank''s device slot) is {}, {:.2f} × '
+                            'the step time: the device runs behind the host, so the step time understates the '
+                            'step (the report''s ms per step are of the device period)',
                             ns_words[1], step_time_source, window_steps,
                             CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
                             window_ns / step_time_ns,
                             CASE WHEN profiled_steps > window_steps
                                  THEN format(' ({} of the {} profiled steps launched no device work)',
-                                             profiled_steps - window_steps, profiled_steps) ELSE '' END) END,
+                                             profiled_steps - window_steps, profiled_steps) ELSE '' END,
+                            ns_words[5], period_ns / step_time_ns)
+                WHEN period_ns < step_time_ns / 1.5
+                THEN format('the device''s step period (the profiled steps'' device window, {} a step) covers '
+                            '{:.2f} × the step time {} ({}): the step''s shares (compute {:.0f} %, idle {:.0f} %) '
+                            'are of that window; the other {} of the step ran no traced device work (charted as '
+                            'idle in ms per step)', ns_words[5], period_ns / step_time_ns, ns_words[1],
+                            step_time_source, compute_pct, idle_pct, ns_words[6]) END,
            CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
                 THEN format('step time {} (the collector''s step log, steps outside the profiled window) '
                             'is {:.2f} × the profiled steps'' {} (ProfilerStep median of the slowest rank): '

@@ -1,0 +1,172 @@
+"""The step model (docs/metrics.md "The step model"): a step's CPU window, device window and device
+slot, on generated traces where the device runs behind the host; every per-step figure (idle,
+compute, the idle sentence of explain, the run's shares) on the slots; the CPU/device mismatch check
+in both directions.  Expected figures derived here by hand."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from conftest import SHARED_TRACES, cpu, kernel, query, write_trace
+from scaletrace.pipeline import connect, ingest
+from scaletrace.reports.run_explain import idle_sentence
+from scaletrace.reports.words import duration
+
+US = 1000  # ns per µs
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def launch(name, ts, dur, at, corr, stream):
+    """A kernel on ``stream`` and the runtime call that launched it at ``at`` (same correlation)."""
+    return [cpu("cudaLaunchKernel", at, 1, cat="cuda_runtime", correlation=corr),
+            kernel(name, ts, dur, stream=stream, corr=corr)]
+
+
+def behind_trace():
+    """Three 100 µs ProfilerSteps [0,100) [100,200) [200,300); the device runs behind the host.
+    Step n (n = 0, 1, 2) launches, µs: a GEMM on stream 7 at 10 + 100n, running [20 + 100n, 80 + 100n),
+    and an all-reduce on stream 8 at 50 + 100n, running [130 + 100n, 160 + 100n) (waiting on a peer):
+    GEMMs [20,80) [120,180) [220,280), all-reduces [130,160) [230,260) [330,360), so each step's
+    all-reduce runs under the next step's GEMM, the last one alone."""
+    events = [cpu(f"ProfilerStep#{n + 1}", 100 * n, 100, cat="user_annotation") for n in range(3)]
+    for n in range(3):
+        events += launch("gemm", 20 + 100 * n, 60, 10 + 100 * n, 10 + n, stream=7)
+        events += launch(NCCL, 130 + 100 * n, 30, 50 + 100 * n, 20 + n, stream=8)
+    return events
+
+
+@pytest.fixture(scope="module")
+def behind_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("behind")
+    write_trace(root / "behind" / "rank0.json", behind_trace(), rank=0)
+    db = root / "b.duckdb"
+    assert not ingest([root / "behind"], db=db, workers=1).errors
+    return db
+
+
+def test_windows_of_each_step(behind_db):
+    """Own device windows (the events the step launched): step 1 [20,160), step 2 [120,260),
+    step 3 [220,360): each overlaps the next.  Slots: from the end of the earlier steps' work
+    (160, 260) to the end of the step's own: [20,160), [160,260), [260,360) — they tile [20,360)."""
+    rows = query(behind_db, "rank_step_breakdown").sort("step").to_dicts()
+    assert [(r["step"], r["step_cpu_ns"], r["device_window_ns"], r["span_ns"], r["device_lag_ns"]) for r in rows] == [
+        (1, 100 * US, (160 - 20) * US, (160 - 20) * US, (160 - 100) * US),
+        (2, 100 * US, (260 - 120) * US, (260 - 160) * US, (260 - 200) * US),
+        (3, 100 * US, (360 - 220) * US, (360 - 260) * US, (360 - 300) * US)]
+
+
+def test_per_step_idle_never_counts_a_neighbours_kernel(behind_db):
+    """The device timeline: GEMMs [20,80) [120,180) [220,280), all-reduces [130,160) [230,260) [330,360).
+    Slot 1 [20,160): busy [20,80) + [120,160) = 100, idle [80,120) = 40 (the old per-step window of
+    step 1's own events [20,160) called step 2's GEMM [120,130) idle: 50).  Slot 2 [160,260): busy
+    [160,180) + [220,260) = 60, idle [180,220) = 40.  Slot 3 [260,360): busy [260,280) + [330,360) = 50,
+    idle [280,330) = 50.  Compute: 100, 20 + 40 = 60, 20; comm 30 each, exposed only step 3's (30)."""
+    rows = {r["step"]: r for r in query(behind_db, "rank_step_breakdown").to_dicts()}
+    got = {n: (r["idle_ns"], r["compute_ns"], r["comm_ns"], r["exposed_comm_ns"]) for n, r in rows.items()}
+    assert got == {1: (40 * US, 100 * US, 30 * US, 0), 2: (40 * US, 60 * US, 30 * US, 0),
+                   3: (50 * US, 20 * US, 30 * US, 30 * US)}
+    assert all(r["idle_ns"] <= r["span_ns"] for r in rows.values())
+    idle = {r["step"]: r for r in query(behind_db, "idle_breakdown").to_dicts()}
+    # [80,120) ends on step 2's GEMM launched at 110 > 80: host wait; [180,220) on step 3's GEMM
+    # launched at 210 > 180: host wait; [280,330) on step 3's all-reduce launched at 250 < 280: dependency
+    assert {n: (r["idle_ns"], r["host_wait_ns"], r["dependency_wait_ns"], r["between_steps_ns"])
+            for n, r in idle.items()} == {1: (40 * US, 40 * US, 0, 0), 2: (40 * US, 40 * US, 0, 0),
+                                          3: (50 * US, 0, 50 * US, 0)}
+
+
+def test_one_idle_figure_in_the_run_and_in_words(behind_db):
+    """The run's window [20,360) = 340 µs, busy |U| = 60 + 60 + 60 + 30 = 210: idle 130 µs = 38.2 %
+    (the old window summed the steps' own busy, 90 × 3 = 270, and said 70 µs, 20.6 %).  The idle
+    sentence says the same idle in ms and %: 130 / 3 µs per step of the 340 / 3 µs slots."""
+    (s,) = query(behind_db, "run_summary").to_dicts()
+    assert s["idle_pct"] == pytest.approx(100 * 130 / 340)
+    assert s["compute_pct"] == pytest.approx(100 * (100 + 60 + 20) / 340)
+    assert s["device_step_period_ns"] == 100 * US  # median of the slots after the first: 100, 100
+    assert s["step_time_ns"] == 100 * US and s["warnings"] is None
+    idle = query(behind_db, "idle_breakdown")
+    said = idle_sentence(idle)
+    assert f"sat idle {duration(130 * US / 3)} per profiled step, 38 % of its {duration(340 * US / 3)} on the device" in said
+
+
+def test_run_breakdown_parts_of_the_step_fit_the_step(behind_db):
+    """ms per step on the slots: compute (100 + 60 + 20) / 3 = 60 µs, exposed comm 30 / 3 = 10 µs,
+    idle = the step time 100 µs − the rest = 30 µs: the bar is the step time it is labelled with."""
+    (b,) = query(behind_db, "run_breakdown").to_dicts()
+    assert b["compute_of_step_ns"] == pytest.approx(60 * US)
+    assert b["exposed_comm_of_step_ns"] == pytest.approx(10 * US)
+    parts = sum(b[f"{p}_of_step_ns"] for p in ("compute", "exposed_comm", "exposed_memory", "other", "idle"))
+    assert parts == pytest.approx(b["step_basis_ns"]) and b["step_basis_ns"] == b["step_time_ns"] == 100 * US
+
+
+def _falling_behind(run, kernel_us, step_us=100, steps=4):
+    """``steps`` ProfilerSteps of ``step_us``, each launching one GEMM of ``kernel_us`` at its start + 1;
+    the GEMMs run back to back from 10 µs (each starts when the previous ends, or at its launch)."""
+    events, free = [], 10
+    for n in range(steps):
+        start = max(free, n * step_us + 2)
+        events += [cpu(f"ProfilerStep#{n + 1}", n * step_us, step_us, cat="user_annotation"),
+                   *launch("gemm", start, kernel_us, n * step_us + 1, n + 1, stream=7)]
+        free = start + kernel_us
+    write_trace(run / "rank0.json", events, rank=0)
+    return run
+
+
+def test_device_outlasting_the_cpu_step_is_a_warning(tmp_path):
+    """GEMMs of 115 µs in 100 µs CPU steps: slots 115 µs each (the first from its start), the device
+    period 115 µs = 1.15 × the step time: the device runs behind (the old check waited for 1.5 ×).
+    The ms-per-step bar is on the device period (115 µs), not a 115 µs bar under a 100 µs label.
+    GEMMs of 90 µs: slots of 100 µs after the first, no warning."""
+    db = tmp_path / "f.duckdb"
+    assert not ingest([_falling_behind(tmp_path / "behind", 115), _falling_behind(tmp_path / "keeps", 90)],
+                      db=db, workers=1).errors
+    rows = {r["run_id"]: r for r in query(db, "run_summary").to_dicts()}
+    behind, keeps = rows["behind"], rows["keeps"]
+    assert behind["device_step_period_ns"] == 115 * US and behind["step_time_ns"] == 100 * US
+    assert "the device runs behind the host" in behind["warnings"] and "1.15 × the step time" in behind["warnings"]
+    assert keeps["device_step_period_ns"] == 100 * US and keeps["warnings"] is None
+    b = {r["run_id"]: r for r in query(db, "run_breakdown").to_dicts()}
+    assert b["behind"]["step_basis"] == "device_period" and b["behind"]["step_basis_ns"] == 115 * US
+    parts = sum(b["behind"][f"{p}_of_step_ns"] for p in ("compute", "exposed_comm", "exposed_memory", "other", "idle"))
+    assert parts == pytest.approx(115 * US)  # compute 115 a step, no idle
+    assert b["keeps"]["step_basis"] == "step_time" and b["keeps"]["step_basis_ns"] == 100 * US
+
+
+def test_device_window_a_third_of_the_step_is_a_warning(tmp_path):
+    """One 300 µs step launching a 100 µs GEMM: the device window is 100 µs, 0.33 × the step; its
+    shares (compute 100 %) are of that window, so a warning says so, and the bar in ms is compute
+    100 µs + idle 200 µs of the 300 µs step."""
+    run = tmp_path / "third"
+    write_trace(run / "rank0.json", [cpu("ProfilerStep#1", 0, 300, cat="user_annotation"),
+                                     *launch("gemm", 100, 100, 50, 1, stream=7)], rank=0)
+    db = tmp_path / "t.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (s,) = query(db, "run_summary").to_dicts()
+    assert s["compute_pct"] == pytest.approx(100)
+    assert "covers 0.33 × the step time" in s["warnings"] and "compute 100 %" in s["warnings"]
+    (b,) = query(db, "run_breakdown").to_dicts()
+    assert (b["compute_of_step_ns"], b["idle_of_step_ns"]) == (pytest.approx(100 * US), pytest.approx(200 * US))
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared real traces are absent")
+def test_the_identities_on_the_shared_traces(shared_db):
+    """Every real trace: each step's idle ≤ its slot; the slots of a rank tile its profiled steps'
+    window (Σ slot = run window, Σ idle = its idle); the mean idle per step ≤ the mean slot; the
+    run's idle_pct is Σ idle ÷ Σ slot per rank, mean over ranks (one idle figure)."""
+    steps = query(shared_db, "rank_step_breakdown")
+    assert steps.height and (steps["idle_ns"] <= steps["span_ns"]).all()
+    assert (steps["idle_ns"] >= 0).all()
+    per_rank = steps.group_by("run_id", "rank").agg(span=pl.col("span_ns").sum(), idle=pl.col("idle_ns").sum(),
+                                                    pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
+    with connect(shared_db) as db:
+        window = db.sql("SELECT t.run_id, t.rank, max(d.ts_ns + d.dur_ns) - min(d.ts_ns) AS window_ns "
+                        "FROM device_events d JOIN traces t USING (trace_id) WHERE d.step IS NOT NULL "
+                        "GROUP BY ALL HAVING max(d.ts_ns + d.dur_ns) > min(d.ts_ns)")
+    joined = per_rank.join(window, on=["run_id", "rank"])
+    assert joined.height == per_rank.height and (joined["span"] == joined["window_ns"]).all()
+    summary = {r["run_id"]: r for r in query(shared_db, "run_summary").to_dicts()}
+    for (run,), g in per_rank.group_by("run_id"):
+        assert summary[run]["idle_pct"] == pytest.approx(g["pct"].mean()), run
+    idle = query(shared_db, "idle_breakdown").filter(pl.col("step").is_not_null())
+    assert (idle["idle_ns"] <= idle["span_ns"]).all()
+    assert idle["idle_ns"].mean() <= idle["span_ns"].mean()
