@@ -109,7 +109,7 @@ def _plural(n: int, noun: str) -> str:
 
 def fail(message: str) -> None:
     """One line on stderr, exit 1: a user mistake never shows a traceback."""
-    say(f"error: {message}")
+    say(f"error: {oneline.one_line(message)}")  # cut as every line is: a 4,000-character name stays a line
     _exit(1)
 
 
@@ -324,7 +324,7 @@ def ingest(ctx, paths, db, keep_python, rules, workers, max_trace_size, parquet,
         elif outcome.status == "note":
             line = "note: " + _outcome_line(outcome)
         elif outcome.warning:
-            line = f"note: {outcome.path}: {outcome.warning}"
+            line = "note: " + oneline.file_line(outcome.path, outcome.warning)
         else:
             return
         say(line, progress.console)
@@ -406,7 +406,7 @@ def _progress_bar(quiet: bool):
 
 def _outcome_line(outcome) -> str:
     """A file's line, its reason cut at oneline.MAX_MESSAGE_CHARS whichever ingest (DuckDB, Parquet, Ray) made it."""
-    return f"{outcome.path}: {oneline.one_line(outcome.message)}"
+    return oneline.file_line(outcome.path, outcome.message)
 
 
 def _say_if_empty(db) -> None:
@@ -901,7 +901,9 @@ def run_all(paths, out_dir, png, meta, quiet) -> None:
 
     facts = checked_meta(meta)
     out = Path(out_dir)
-    no_overwrite([Input(path, "trace input") for path in paths],
+    from scaletrace.pipeline.execute.ingest import trace_inputs
+
+    no_overwrite(trace_inputs(list(paths)),
                  [Output(out / "scaletrace.duckdb", "database"), Output(out / "report.html", "report"),
                   Output(out / "figures" if png else None, "PNG folder")])
     if not out.is_dir():

@@ -159,7 +159,7 @@ def test_symlink_loops_do_not_hang(tmp_path):
     db = tmp_path / "t.duckdb"
     result = CliRunner().invoke(main, ["ingest", str(run), str(run / "self.json"), "--db", str(db), "-q"])
     assert result.exit_code == 1
-    assert result.stderr.strip() == f"{run / 'self.json'}: broken symlink or symlink loop"
+    assert result.stderr.strip() == f"{run / 'self.json'}: a symlink loop (the link leads back to itself)"
     assert query(db, "rank_breakdown")["rank"].to_list() == [0]
 
 

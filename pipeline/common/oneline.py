@@ -15,6 +15,22 @@ def one_line(text: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
     return line if len(line) <= max_chars else line[:max_chars] + "… (cut)"
 
 
+PATH_KEEP_CHARS = 120  # of a path too long for its line: the end (the file's name) and a little of the start
+
+
+def file_line(path: str, message: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
+    """``PATH: message`` in at most ``max_chars`` characters (and the cut marks): the message cut
+    first to what the path leaves, down to half the line; a longer path keeps its start and end
+    (``/data/very…/rank0.json``), so that a 4,000-character directory name leaves the reason whole."""
+    path = one_line(path, len(path))  # one line: a path may hold a newline
+    room = max_chars - len(path) - 2
+    if room < max_chars // 2 and len(path) > PATH_KEEP_CHARS:
+        head = PATH_KEEP_CHARS // 3
+        path = f"{path[:head]}…{path[-(PATH_KEEP_CHARS - head):]}"
+        room = max_chars - len(path) - 3
+    return f"{path}: {one_line(message, max(room, max_chars // 2))}"
+
+
 def describe(exc: BaseException) -> str:
     """An unexpected exception as one line with its type: ``ValueError: ...``."""
     message = one_line(str(exc))

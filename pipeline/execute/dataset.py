@@ -48,14 +48,15 @@ from scaletrace.pipeline.read.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.read.decode import TraceError
 from scaletrace.pipeline.common import diskfull, interrupt
 from scaletrace.pipeline.common.errors import DatasetError
+from scaletrace.pipeline.common.paths import sql_path
 from scaletrace.pipeline.store.export import PARTITIONED
 from scaletrace.pipeline.store.export import _files as export_files
-from scaletrace.pipeline.store.export import whole_parquet
+from scaletrace.pipeline.store.export import hive_run_ids, hive_value, whole_parquet
 from scaletrace.pipeline.read.extract import Extracted
 from scaletrace.pipeline.execute.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
                                                 drop_vanished, ingest_side_files, log_outcome,
                                                 missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
-                                                stored_outcome, trace_row)
+                                                stored_outcome, trace_row, check_output, path_list)
 from scaletrace.pipeline.read.manifest import check_meta
 
 TRACE_TABLES = Extracted.TABLES  # written by the tasks, one part per trace and table
@@ -103,8 +104,9 @@ def _key(text: str) -> str:
 
 
 def _part(value) -> str:
-    """A hive partition value as DuckDB writes and reads it (percent-encoded)."""
-    return quote(str(value), safe="")
+    """A hive partition value as DuckDB writes and reads it (percent-encoded); a long run id by its
+    prefix and hash (``export.hive_value``: a file name holds 255 bytes)."""
+    return quote(hive_value(value) if isinstance(value, str) else str(value), safe="")
 
 
 def write_atomic(table: pa.Table, path: Path) -> None:
@@ -215,6 +217,11 @@ class Dataset:
             source = self._source(table)
             if source:
                 con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
+        run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs UNION SELECT run_id FROM traces").fetchall()]
+        for folder, run_id in hive_run_ids(run_ids).items():  # a long run id's folders name it by a prefix and hash
+            for table in STATE_TABLES:
+                if table in PARTITIONED:
+                    con.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = ?", [run_id, folder])
         return con
 
     def _source(self, table: str) -> str | None:
@@ -223,7 +230,7 @@ class Dataset:
         files = [f for f in export_files(self.root, table, True) if _whole(f, warn=True)]
         if not files:
             return None
-        listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        listed = ", ".join(sql_path(f) for f in files)  # glob characters in DIR matched literally
         return f"read_parquet([{listed}], hive_partitioning = {str(table in PARTITIONED).lower()}, union_by_name = true)"
 
     def drop_damaged(self, con) -> list[str]:
@@ -332,7 +339,7 @@ Mapper = Callable[[Callable, list[TraceTask], Callable[[str], TaskResult]], Iter
 
 
 def ingest_dataset(
-    paths: Iterable[str | Path],
+    paths: str | Path | Iterable[str | Path],
     out: str | Path,
     mapper: Mapper,
     *,
@@ -352,6 +359,8 @@ def ingest_dataset(
     ingest (``pipeline.execute.ingest.ingest``).  A full disk (or a quota) stops it with one
     ``DiskFull`` line, the traces committed before whole."""
     meta = check_meta(meta)
+    paths = path_list(paths)
+    check_output(paths, out, "Parquet dataset", owns_dir=True)
     report = IngestReport()
     try:
         _write(Dataset(out), paths, mapper, report, meta, rules=rules, keep_python=keep_python,
@@ -505,7 +514,7 @@ def _drop_abandoned_runs(con, ds: Dataset, loaded: set[str]) -> None:
         ds.save_side_tables(con, run_id)
 
 
-def ingest_parquet(paths: Iterable[str | Path], out: str | Path, *, engine: str = "local",
+def ingest_parquet(paths: str | Path | Iterable[str | Path], out: str | Path, *, engine: str = "local",
                    ray_address: str | None = None, workers: int | None = None, **kwargs) -> IngestReport:
     """Ingest into the Parquet dataset ``out`` with the ``local`` process pool or on ``ray``
     (``ray_address``, else ``RAY_ADDRESS``, else a local cluster for the call); ``kwargs`` as

@@ -10,6 +10,7 @@ the sum of files.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -23,6 +24,8 @@ import duckdb
 
 from scaletrace.pipeline.store import dbcheck, runsync, schema, template, write as store
 from scaletrace.pipeline.common import diskfull, limits, oneline
+from scaletrace.pipeline.common.limits import _file_kind as file_kind
+from scaletrace.pipeline.common.paths import Input, Output, refuse_overlap
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, Rule
 from scaletrace.pipeline.read.decode import TraceError, unpack
@@ -95,11 +98,36 @@ class ParsedFile:
     stat_key: str | None = None  # runsync.stat_key taken before the read (None: racy, or no stat)
 
 
-def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[Outcome]]:
+def path_list(paths: str | Path | Iterable[str | Path]) -> list[str | Path]:
+    """The paths of an ingest: one str, bytes or Path is one path (iterated, ``"my.run"`` was
+    seven one-character paths, and ``"."`` among them the whole current directory)."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        return [paths]
+    return list(paths)
+
+
+def check_output(paths: list[str | Path], out: str | Path, what: str, owns_dir: bool = False) -> None:
+    """``paths.OverwriteError`` when the database or dataset ``out`` is one of the trace inputs
+    (or, ``owns_dir``: holds one), before anything is opened or written."""
+    refuse_overlap(trace_inputs(paths), [Output(out, what, owns_dir=owns_dir)])
+
+
+def trace_inputs(paths: list[str | Path]) -> list[Input]:
+    """An ingest's paths as inputs of ``paths.refuse_overlap``: under a directory, what it reads
+    is its traces, run.json and step / power logs (a new file beside them takes nothing)."""
+    return [Input(p, "trace input", reads=read_by_ingest) for p in paths]
+
+
+def read_by_ingest(path: Path) -> bool:
+    """A file an ingest of its directory reads: a trace, run.json, a step or power log."""
+    return is_trace_file(path) or path.name == MANIFEST_NAME or sidefiles.SIDE_RE.match(path.name) is not None
+
+
+def discover(paths: str | Path | Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[Outcome]]:
     """Group trace files by run directory (the directory that holds them)."""
     runs: dict[Path, list[Path]] = {}
     problems: list[Outcome] = []
-    for raw in paths:
+    for raw in path_list(paths):
         path = Path(raw)
         if path.is_file():
             placed = _in_run(path, problems)
@@ -108,26 +136,52 @@ def discover(paths: Iterable[str | Path]) -> tuple[dict[Path, list[Path]], list[
         elif path.is_dir():
             found = 0
             unreadable = _UnreadableDirs(problems)
-            for root, dirs, files in os.walk(path, onerror=unreadable):  # does not follow symlinked dirs: no loops
-                dirs.sort()
+            walked: set[str] = set()  # real paths of the directories walked: a symlinked one is walked once
+            for root, dirs, files in os.walk(path, onerror=unreadable, followlinks=True):
+                walked.add(os.path.realpath(root))
+                dirs[:] = [d for d in sorted(dirs) if not _walked(os.path.join(root, d), walked)]
                 resolved = None  # root, resolved once for its files
                 for name in sorted(files):
                     candidate = Path(root) / name
-                    if is_trace_file(candidate) and candidate.is_file():
-                        resolved = resolved or candidate.absolute().parent.resolve()
-                        placed = _in_run(candidate, problems, resolved)
-                        if placed:
-                            runs.setdefault(placed[0], []).append(placed[1])
-                            found += 1
-            if not found and not unreadable.seen:
+                    if not is_trace_file(candidate):
+                        continue
+                    if not candidate.is_file():  # named like a trace: a FIFO, a socket, a dangling link
+                        problems.append(Outcome(_shown(candidate), "error", not_a_trace_file(candidate)))
+                        continue
+                    resolved = resolved or candidate.absolute().parent.resolve()
+                    placed = _in_run(candidate, problems, resolved)
+                    if placed:
+                        runs.setdefault(placed[0], []).append(placed[1])
+                        found += 1
+            if not found and not unreadable.seen and not any(o.path.startswith(_shown(path)) for o in problems):
                 problems.append(Outcome(_shown(path), "error", "no trace files (*.json, *.json.gz) found"))
-        elif path.is_symlink():
-            problems.append(Outcome(_shown(path), "error", "broken symlink or symlink loop"))
-        elif path.exists():  # a FIFO, a device such as /dev/zero, a socket
-            problems.append(Outcome(_shown(path), "error", "not a regular file or a directory"))
-        else:
-            problems.append(Outcome(_shown(path), "error", "no such file or directory"))
+        else:  # a dangling link, a loop, a FIFO, a device such as /dev/zero, a socket, nothing
+            problems.append(Outcome(_shown(path), "error", not_a_trace_file(path)))
+    named = set()  # a file found in a directory and named too: one line
+    problems = [o for o in problems if not (o.path in named or named.add(o.path))]
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
+
+
+def _walked(directory: str, walked: set[str]) -> bool:
+    """A directory (a symlink to one) whose real path is walked already, or holds one that is (a
+    link to an ancestor: a loop, or the whole file system for a link to /): not walked again."""
+    real = os.path.realpath(directory)
+    return real in walked or any(w.startswith(real.rstrip(os.sep) + os.sep) for w in walked)
+
+
+def not_a_trace_file(path: Path) -> str:
+    """Why a path named like a trace (or given as one) cannot be read as one, from its stat (never
+    opened: a FIFO would block): a dangling symlink, a loop, a FIFO, a device, a socket."""
+    link = f" (a symlink to {os.readlink(path)})" if os.path.islink(path) else ""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return f"a broken symlink: its target {os.readlink(path)} does not exist" if link else "no such file or directory"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop (the link leads back to itself)"
+        return f"cannot read it ({exc.strerror or exc})"
+    return f"not a regular file or a directory: {file_kind(info.st_mode)}{link}; not ingested"
 
 
 def _in_run(path: Path, problems: list[Outcome], run_dir: Path | None = None) -> tuple[Path, Path] | None:
@@ -310,7 +364,7 @@ def _classifier(rules: tuple[Rule, ...]) -> Classifier:
 
 
 def ingest(
-    paths: Iterable[str | Path],
+    paths: str | Path | Iterable[str | Path],
     db: str | Path = "scaletrace.duckdb",
     *,
     rules: tuple[Rule, ...] = DEFAULT_RULES,
@@ -330,8 +384,11 @@ def ingest(
     of the machine's memory).  ``meta``: run.json facts for every run of this ingest, by key
     (``{"workload": "llama", "parallel.tp": 8}``, as ``scaletrace ingest --meta``), used where a
     run's run.json has no value; ``manifest.MetaError`` for a key that is not run.json's or a
-    value of the wrong type (before anything is read or written)."""
+    value of the wrong type (before anything is read or written).  ``paths``: a path (str or Path)
+    or several; ``paths.OverwriteError`` when ``db`` is one of them."""
     meta = check_meta(meta)
+    paths = path_list(paths)
+    check_output(paths, db, "database")
     report = IngestReport()
 
     def record(outcome: Outcome) -> None:
@@ -739,7 +796,43 @@ def read_runs(run_dirs: dict[Path, list[Path]], con, record, meta: dict | None =
             log_outcome(con, outcome)
         manifest, raw, meta_keys = apply_meta(manifest, raw, meta)
         runs.append(RunDir(manifest.run_id or run_dir.name, run_dir, manifest, raw, files, meta_keys))
-    return runs
+    return _one_directory_per_run(con, record, runs)
+
+
+def _one_directory_per_run(con, record, runs: list[RunDir]) -> list[RunDir]:
+    """A run is one directory: a run whose run id is already held by another directory (traces
+    stored from it whose files are still there, or an earlier directory of this ingest) is
+    refused whole, one line naming both directories; it changes nothing stored (its run.json
+    and step logs would have replaced the other run's row).  A directory that was moved (its
+    stored traces' files are gone) is no claim: the run moves with it."""
+    stored: dict[str, list[Path]] = {}  # run id -> the directories its stored traces are in (files still there)
+    for run_id, path in con.execute("SELECT run_id, path FROM traces WHERE list_contains(?, run_id) ORDER BY path",
+                                    [sorted({run.run_id for run in runs})]).fetchall():
+        folder = Path(os.path.dirname(path))
+        if folder not in stored.setdefault(run_id, []) and os.path.lexists(path):
+            stored[run_id].append(folder)
+    kept, taken = [], {}
+    for run in runs:
+        other = taken.get(run.run_id) or next((d for d in stored.get(run.run_id, ()) if d != run.path), None)
+        if other is None:
+            taken[run.run_id] = run.path
+            kept.append(run)
+        else:
+            _refuse_run(con, record, run, other)
+    return kept
+
+
+def _refuse_run(con, record, run: RunDir, other: Path) -> None:
+    """One line for a run whose run id another directory holds; its traces are logged as skipped."""
+    count = f"{len(run.files)} trace{'s' * (len(run.files) != 1)}"
+    source = f"its {MANIFEST_NAME}" if run.manifest.run_id else "its directory name"
+    reason = (f"run '{run.run_id}' ({source}) is already the run of {other}; the run's {count} skipped and nothing "
+              f"stored changed: give one of the two directories another run_id in its {MANIFEST_NAME}")
+    outcome = Outcome(str(run.path), "error", oneline.one_line(reason), run.run_id)
+    record(outcome)
+    log_outcome(con, outcome)
+    log_outcomes(con, [Outcome(str(f), "error", f"skipped: run '{run.run_id}' is already the run of {other}")
+                       for f in run.files])
 
 
 def _skip_run(con, record, run_dir: Path, files: list[Path], exc: ManifestError) -> None:

@@ -10,12 +10,17 @@ the files hold none), so every query and the report run on it unchanged.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
+import uuid
 from pathlib import Path
 
 import duckdb
 
 from scaletrace.pipeline.common.limits import physical_memory_bytes
+from scaletrace.pipeline.common.paths import Input, Output, OverwriteError, refuse_overlap, sql_path
 from scaletrace.pipeline.store.schema import (PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting,
                                               open_duckdb, register_definitions)
 
@@ -24,29 +29,159 @@ PARTITIONED = {"device_events": ("run_id", "rank"), "cpu_events": ("run_id", "ra
                "power_samples": ("run_id",), "interval_unions": ("run_id",), "compute_islands": ("run_id",)}
 
 
+# A partition folder is `run_id=VALUE`, VALUE percent-encoded (3 characters a byte outside ASCII's
+# unreserved set), and a file name holds at most 255 bytes: a run id longer than this many UTF-8 bytes
+# names its folders by its first characters and a hash (readers map the folder back to the run id,
+# which the runs and traces tables hold whole).  60 bytes: at most 180 encoded; 12 characters of
+# up to 4 bytes and the hash: at most 161.
+HIVE_VALUE_MAX_BYTES = 60
+HIVE_PREFIX_CHARS = 12
+
+
+def hive_value(run_id: str) -> str:
+    """The run id as its partition folders name it (decoded): itself, or when longer than
+    HIVE_VALUE_MAX_BYTES its first characters, ``~`` and 16 hex digits of its sha256."""
+    if len(run_id.encode()) <= HIVE_VALUE_MAX_BYTES:
+        return run_id
+    return run_id[:HIVE_PREFIX_CHARS] + "~" + hashlib.sha256(run_id.encode()).hexdigest()[:16]
+
+
+def _hive_value_sql(column: str) -> str:
+    """``hive_value`` in DuckDB's SQL (strlen counts bytes, left characters, as Python's slice)."""
+    return (f"CASE WHEN strlen({column}) <= {HIVE_VALUE_MAX_BYTES} THEN {column} ELSE "
+            f"left({column}, {HIVE_PREFIX_CHARS}) || '~' || left(sha256({column}), 16) END")
+
+
+def hive_run_ids(run_ids) -> dict[str, str]:
+    """{folder value: run id} of the run ids whose folders do not name them whole."""
+    return {hive_value(r): r for r in run_ids if r is not None and hive_value(r) != r}
+
+
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
 def export_parquet(db: str | Path, out: str | Path) -> dict[str, int]:
-    """Write the tables of ``db`` under ``out``; returns rows per table."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the tables of ``db`` under ``out``; returns rows per table.
+
+    The export is written into a hidden sibling of ``out`` and then put in its place by a rename
+    (an existing export at ``out`` is exchanged with it in one step where the system can, and then
+    deleted): a reader sees the old export or the new one, never a half-written one, and an export
+    that fails midway leaves ``out`` as it was.  ``OverwriteError`` before anything is written when
+    ``out`` is or holds the database, is an ingest dataset, or is a directory of other files."""
+    out = Path(os.path.realpath(out)) if os.path.islink(out) else Path(out)  # the directory it names is replaced
+    refuse_overlap([Input(db, "database")], [Output(out, "Parquet export", owns_dir=True)])
+    _check_replaceable(out)
     con = connect_waiting(db, read_only=True)
-    counts = {}
     try:
-        for table in TABLES:
-            rows = con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
-            counts[table] = rows
-            keys = PARTITIONED.get(table)
-            if keys and rows:
-                con.execute(f"COPY {table} TO {_quote(out / table)} "
-                            f"(FORMAT parquet, PARTITION_BY ({', '.join(keys)}), OVERWRITE_OR_IGNORE)")
-            else:
-                con.execute(f"COPY {table} TO {_quote(out / (table + '.parquet'))} (FORMAT parquet)")
+        tmp = _temporary_sibling(out)
+        try:
+            counts = _write_tables(con, tmp)
+            con.close()
+            _publish(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     finally:
         con.close()
     return counts
+
+
+def _write_tables(con, out: Path) -> dict[str, int]:
+    counts = {}
+    for table in TABLES:
+        rows = con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+        counts[table] = rows
+        keys = PARTITIONED.get(table)
+        if keys and rows:  # COPY TO takes its path literally (no glob): quoted, not escaped
+            con.execute(f"COPY (SELECT * REPLACE ({_hive_value_sql('run_id')} AS run_id) FROM {table}) "
+                        f"TO {_quote(out / table)} "
+                        f"(FORMAT parquet, PARTITION_BY ({', '.join(keys)}), OVERWRITE_OR_IGNORE)")
+        else:
+            con.execute(f"COPY {table} TO {_quote(out / (table + '.parquet'))} (FORMAT parquet)")
+    return counts
+
+
+def _export_names() -> set[str]:
+    return {f"{table}.parquet" for table in TABLES} | set(PARTITIONED)
+
+
+def _check_replaceable(out: Path) -> None:
+    """``out`` may be replaced: absent, an empty directory, or an export (only the names an export writes)."""
+    if not out.is_dir() or out.is_symlink():
+        return  # absent (made), or not a directory: the rename says why in one line
+    names = {entry.name for entry in out.iterdir()}
+    if (out / "meta.parquet").is_file() and (out / "traces").is_dir():
+        raise OverwriteError(f"{out}: an ingest dataset (`scaletrace ingest --parquet`), not an export; nothing was "
+                             "written: export to a new directory")
+    if names - _export_names():
+        shown = ", ".join(sorted(names - _export_names())[:3])
+        raise OverwriteError(f"{out}: exists and is not a scaletrace Parquet export (it holds {shown}); nothing was "
+                             "written: give a new or empty directory")
+
+
+def _temporary_sibling(out: Path) -> Path:
+    """A new hidden directory beside ``out`` (the same file system: the rename is atomic); the
+    leftovers of exports that were killed (their process gone) are deleted first."""
+    for stale in out.parent.glob(f".{glob_literal(out.name)}.*.export"):
+        pid = stale.name[len(out.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.export"
+    try:
+        tmp.mkdir(parents=True)
+    except OSError as exc:  # the line names the user's path, not the hidden one
+        raise OSError(exc.errno, exc.strerror, str(out)) from None
+    return tmp
+
+
+def glob_literal(name: str) -> str:
+    """``name`` for pathlib's glob, matched literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+RENAME_EXCHANGE = 2  # linux/fs.h: renameat2 swaps the two paths atomically
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Put the directory ``tmp`` at ``out``: a rename when ``out`` is absent; else the two are
+    exchanged (renameat2, one step) or, where that is not available, ``out`` is moved aside and
+    ``tmp`` renamed in; the old export is then deleted."""
+    if not os.path.lexists(out):
+        os.rename(tmp, out)
+        return
+    if _exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)  # now the old export
+        return
+    old = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.old.export")
+    os.rename(out, old)
+    os.rename(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where it is not available."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    return False
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
@@ -68,7 +203,10 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
     in_memory = _event_bytes(directory) <= (physical_memory_bytes() or 8 << 30) // IN_MEMORY_FRACTION
     dataset = (directory / "traces").is_dir() and not (directory / "traces.parquet").exists()
+    renamed = None  # {folder value: run id}, once runs and traces are read (they come first in TABLES)
     for table in TABLES:
+        if renamed is None and table in PARTITIONED:
+            renamed = _map_run_folders(con)
         files = _files(directory, table, dataset)
         if not files:
             continue
@@ -88,7 +226,7 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
             if not files:
                 continue
         _create(con, kind, table, select, files, PARTITIONED.get(table, ()) if not files[0].parent == directory
-                else (), where)
+                else (), where, bool(renamed))
     register_definitions(con, directory)
     return con
 
@@ -117,23 +255,35 @@ def damaged(path: Path, exc: BaseException) -> None:
     sys.stderr.write(f"warning: {path}: damaged Parquet file, read without it ({one_line(message(exc), 300)})\n")
 
 
-def _create(con, kind: str, table: str, select: str, files: list[Path], keys: tuple, where: str) -> None:
+def _map_run_folders(con) -> dict[str, str]:
+    """The temporary table ``_hive_run_ids`` (folder value -> run id) of the run ids whose partition
+    folders name them by a prefix and a hash (``hive_value``); returns the mapping."""
+    run_ids = [r for (r,) in con.execute("SELECT run_id FROM runs UNION SELECT run_id FROM traces").fetchall()]
+    renamed = hive_run_ids(run_ids)
+    if renamed:
+        con.execute("CREATE TEMP TABLE _hive_run_ids (hive VARCHAR, run_id VARCHAR)")
+        con.executemany("INSERT INTO _hive_run_ids VALUES (?, ?)", list(renamed.items()))
+    return renamed
+
+
+def _create(con, kind: str, table: str, select: str, files: list[Path], keys: tuple, where: str,
+            renamed: bool = False) -> None:
     """Replace the schema's empty ``table`` by a table (or view) over ``files``; when one is damaged
     (truncated, garbage, 0 bytes, a partition value that is not its column's type), each is
     checked and the damaged ones are named and left out (all damaged: the empty table stays)."""
-    if _replace(con, kind, table, f"SELECT {select} FROM {_read(files, keys)}{where}"):
+    if _replace(con, kind, table, f"SELECT {select} FROM {_read(files, keys, renamed)}{where}"):
         return
     good = []
     for path in files:
         try:
-            con.execute(f"CREATE TEMP TABLE _checked AS SELECT {select} FROM {_read([path], keys)}")
+            con.execute(f"CREATE TEMP TABLE _checked AS SELECT {select} FROM {_read([path], keys, renamed)}")
             good.append(path)
         except duckdb.Error as exc:
             damaged(path, exc)
         finally:
             con.execute("DROP TABLE IF EXISTS _checked")
     if good:
-        _replace(con, kind, table, f"SELECT {select} FROM {_read(good, keys)}{where}")
+        _replace(con, kind, table, f"SELECT {select} FROM {_read(good, keys, renamed)}{where}")
 
 
 def _replace(con, kind: str, table: str, query: str) -> bool:
@@ -185,6 +335,12 @@ def _files(directory: Path, table: str, dataset: bool) -> list[Path]:
     return files
 
 
-def _read(files: list[Path], keys: tuple) -> str:
+def _read(files: list[Path], keys: tuple, renamed: bool = False) -> str:
+    """read_parquet over ``files``; ``renamed``: a ``run_id`` folder value that is a long run id's
+    prefix and hash is read as that run id (``_hive_run_ids``)."""
     hive = f", hive_partitioning = true, hive_types = {{{', '.join(f'{k!r}: VARCHAR' for k in keys)}}}" if keys else ""
-    return f"read_parquet([{', '.join(_quote(f) for f in files)}]{hive}, union_by_name = true)"
+    read = f"read_parquet([{', '.join(sql_path(f) for f in files)}]{hive}, union_by_name = true)"
+    if not (renamed and "run_id" in keys):
+        return read
+    return (f"(SELECT * REPLACE (coalesce((SELECT k.run_id FROM _hive_run_ids k WHERE k.hive = p.run_id), p.run_id) "
+            f"AS run_id) FROM {read} p)")
