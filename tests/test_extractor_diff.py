@@ -65,7 +65,7 @@ def both(path: Path, keep_python: bool = False):
 def _side(side: columns.Side, vocab: columns.Vocab) -> dict:
     """A side's rows as values (the two readers number their vocabularies differently)."""
     return {
-        **{n: getattr(side, n).tolist() for n in ("index", "ts", "dur", "stream", "device", "corr")},
+        **{n: getattr(side, n).tolist() for n in ("index", "ts", "dur", "stream", "device", "corr", "ext")},
         "cat": [vocab.cats[c] for c in side.cat.tolist()],
         "name": [vocab.names[c] for c in side.name.tolist()],
         "pid": [(type(v), v) for v in (vocab.ids[c] for c in side.pid.tolist())],
@@ -213,7 +213,8 @@ plain_strings = st.one_of(
 strings = mostly(plain_strings, st.sampled_from(["null", "5", '"\\u006bernel"', '"caf\\u00e9"', '"a\\"b"']))
 pids = mostly(st.integers(0, 5).map(str), st.sampled_from(['"Spans"', "null", '"7"', "1.5", "-1"]))
 
-ARG_KINDS = {"correlation": ints, "stream": ints, "device": ints, "External id": ints, "In msg nelems": ints,
+ARG_KINDS = {"correlation": ints, "stream": ints, "device": ints, "External id": ints, "external id": ints,
+             "In msg nelems": ints,
              "Out msg nelems": ints, "Group size": ints, "Seq": ints,
              "Process Group Name": mostly(st.sampled_from(['"0"', '"12"', "3"]), ints),
              "Collective name": mostly(st.sampled_from(['"allreduce"', '"all_gather"', "null"]), strings),

@@ -94,7 +94,7 @@ struct Ids {
 };
 
 struct Out {
-  std::vector<int64_t> index, ts, dur, corr, stream, device, rare;  // rare: (position, start, end, Rare bits)
+  std::vector<int64_t> index, ts, dur, corr, ext, stream, device, rare;  // rare: (position, start, end, Rare bits)
   std::vector<int32_t> cat, name, pid, tid;
   Dict cats, names;
   Ids ids;
@@ -314,6 +314,7 @@ enum Rare : int64_t { RARE_COLLECTIVE = 1, RARE_SHAPES = 2, RARE_SYNC = 4 };
 
 struct ArgsRead {
   int64_t corr = NONE, stream = NONE, device = NONE;
+  int64_t ext = NONE, ext_2021 = NONE;  // "External id"; the 2021 schema's "external id" (used when the first is absent)
   int64_t rare = 0;  // Rare bits: collective metadata, a sync wait or recorded shapes, decoded in Python from the event's text
 };
 
@@ -349,7 +350,10 @@ void read_args(ondemand::object o, ArgsRead &a, Out &out) {
       int_or_str(v);
     } else if (key == "External id") {
       once(seen, 64);
-      int_or_str(v);
+      if (opt_int(v, x)) a.ext = x;
+    } else if (key == "external id") {
+      once(seen, 131072);
+      if (opt_int(v, x)) a.ext_2021 = x;
     } else if (key == "Out msg nelems") {
       once(seen, 128);
       int_or_str(v);
@@ -463,6 +467,7 @@ void read_event(ondemand::document &doc, ondemand::value ev, const char *base, O
   out.pid.push_back(pid);
   out.tid.push_back(tid);
   out.corr.push_back(a.corr);
+  out.ext.push_back(a.ext != NONE ? a.ext : a.ext_2021);
   out.stream.push_back(a.stream);
   out.device.push_back(a.device);
   if (a.rare) {
@@ -859,7 +864,8 @@ PyObject *to_python(std::vector<Part> &parts) {
   auto rare = [&j](size_t k, size_t i, int64_t v) { return i % 4 == 0 ? v + j.rows_before[k] : v; };
   bool ok = put(d, "num_events", PyLong_FromLongLong(num_events)) && put(d, "index", j.column(&Out::index, index)) &&
             put(d, "ts", j.column(&Out::ts)) && put(d, "dur", j.column(&Out::dur)) &&
-            put(d, "correlation", j.column(&Out::corr)) && put(d, "stream", j.column(&Out::stream)) &&
+            put(d, "correlation", j.column(&Out::corr)) && put(d, "external_id", j.column(&Out::ext)) &&
+            put(d, "stream", j.column(&Out::stream)) &&
             put(d, "device", j.column(&Out::device)) && put(d, "rare", j.column(&Out::rare, rare)) &&
             put(d, "cat", j.codes(&Out::cat, j.cat_code)) && put(d, "cats", str_list(j.cats.items)) &&
             put(d, "name", j.codes(&Out::name, j.name_code)) && put(d, "names", str_list(j.names.items)) &&
@@ -956,8 +962,9 @@ PyMODINIT_FUNC PyInit__scan(void) {
   std::string version = std::to_string(SIMDJSON_VERSION_MAJOR) + "." + std::to_string(SIMDJSON_VERSION_MINOR) +
                         "." + std::to_string(SIMDJSON_VERSION_REVISION);
   // what scan() takes and returns, as pipeline/read/columns.py INTERFACE expects it: 2 = the device
-  // categories in, fractional_ts and device_category out; 3 = part_bytes and threads in, parts out
-  if (PyModule_AddIntConstant(m, "INTERFACE", 3) != 0) {
+  // categories in, fractional_ts and device_category out; 3 = part_bytes and threads in, parts out;
+  // 4 = external_id out
+  if (PyModule_AddIntConstant(m, "INTERFACE", 4) != 0) {
     Py_DECREF(m);
     return nullptr;
   }

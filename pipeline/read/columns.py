@@ -29,13 +29,13 @@ from scaletrace.pipeline.common import limits, oneline
 from scaletrace.pipeline.read.families import OPTIMIZER_ANNOTATION_RE
 from scaletrace.pipeline.read.decode import (INT64_MAX, Args, DeviceProperties, DistributedInfo, Event, TraceDoc,
                                              TraceError, iter_events)
-from scaletrace.pipeline.read.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CAT, FLOP_OP_RE, GPU_ANNOTATION_CAT,
+from scaletrace.pipeline.read.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CATS, FLOP_OP_RE, GPU_ANNOTATION_CAT,
                                                  PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
                                                  USER_ANNOTATION_CAT)
 
 # What this module calls _scan.scan with and reads back (_scan.cpp's INTERFACE): a module built from
 # an older _scan.cpp (an editable install not rebuilt since) is not used, and --version says so.
-INTERFACE = 3
+INTERFACE = 4
 
 
 def usable(module) -> bool:
@@ -90,6 +90,7 @@ class Side:
     stream: np.ndarray  # int64, NONE when absent
     device: np.ndarray
     corr: np.ndarray
+    ext: np.ndarray  # the op's External id (2021 schema, on runtime calls and kernels: `external id`)
     args: dict = field(default_factory=dict)  # position -> Args, events with collective metadata or a sync wait
     shapes: dict = field(default_factory=dict)  # position -> (Input Dims, Input type, Concrete Inputs)
 
@@ -116,7 +117,7 @@ def _renumber(rows: dict, positions: np.ndarray) -> dict:
     return {n: rows[o] for o, n, ok in zip(old.tolist(), new.tolist(), found.tolist()) if ok}
 
 
-_ARRAYS = ("index", "ts", "dur", "cat", "name", "pid", "tid", "stream", "device", "corr")
+_ARRAYS = ("index", "ts", "dur", "cat", "name", "pid", "tid", "stream", "device", "corr", "ext")
 
 
 @dataclass
@@ -172,7 +173,7 @@ class _Builder:
         self.codes = codes
         self.index, self.ts, self.dur = array("q"), array("q"), array("q")
         self.cat, self.name, self.pid, self.tid = array("i"), array("i"), array("i"), array("i")
-        self.stream, self.device, self.corr = array("q"), array("q"), array("q")
+        self.stream, self.device, self.corr, self.ext = array("q"), array("q"), array("q"), array("q")
         self.args: dict[int, Args] = {}
         self.shapes: dict[int, tuple] = {}
 
@@ -182,11 +183,12 @@ class _Builder:
     def add(self, index: int, ev: Event) -> None:
         ts, dur = _times(index, ev)
         a = ev.args
-        stream = device = corr = None
+        stream = device = corr = ext = None
         if a is not None:
             stream = to_int(a.stream, "stream", index)
             device = to_int(a.device, "device", index)
             corr = to_int(a.correlation, "correlation", index)
+            ext = to_int(a.external_id if a.external_id is not None else a.external_id_2021, "External id", index)
             if keeps_args(a):
                 self.args[len(self.index)] = a
             if len(a.input_dims) and FLOP_OP_RE.match(ev.name or ""):
@@ -201,6 +203,7 @@ class _Builder:
         self.stream.append(NONE if stream is None else stream)
         self.device.append(NONE if device is None else device)
         self.corr.append(NONE if corr is None else corr)
+        self.ext.append(NONE if ext is None else ext)
 
     def side(self) -> Side:
         return Side(*(np.frombuffer(getattr(self, n), dtype=np.int32 if n in _CODES else np.int64)
@@ -280,13 +283,13 @@ def needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
     stream-arg events, FLOP-counted op candidates (with their shapes)."""
     return (cat in RUNTIME_CATS or STEP_NAME in name or cat == PYTHON_CAT
             or name.startswith(COLLECTIVE_OP_PREFIXES) or stream is not None
-            or (cat == CPU_OP_CAT and FLOP_OP_RE.match(name) is not None))
+            or (cat in CPU_OP_CATS and FLOP_OP_RE.match(name) is not None))
 
 
 def launcher_on_gpu_trace(cat: str, name: str) -> bool:
     """CPU events read beside GPU activity to find each kernel's launching op (``pipeline/read/launchers.py``)
     but not stored: every op, and the optimizer-step annotations."""
-    return cat == CPU_OP_CAT or (cat == USER_ANNOTATION_CAT and OPTIMIZER_ANNOTATION_RE.match(name) is not None)
+    return cat in CPU_OP_CATS or (cat == USER_ANNOTATION_CAT and OPTIMIZER_ANNOTATION_RE.match(name) is not None)
 
 
 # -- the compiled scanner: columns of every complete event, decisions per distinct value ----------
@@ -357,6 +360,7 @@ def scan(data: bytes, buffer: bytearray | None = None, device_categories: Iterab
     vocab = Vocab(cats, names, ids)
     cols = {n: np.frombuffer(scanned[n], dtype=np.int64) for n in ("index", "ts", "dur", "stream", "device")}
     cols["corr"] = np.frombuffer(scanned["correlation"], dtype=np.int64)
+    cols["ext"] = np.frombuffer(scanned["external_id"], dtype=np.int64)
     for n, table in (("cat", cats), ("name", names), ("pid", ids), ("tid", ids)):
         codes = np.frombuffer(scanned[n], dtype=np.int32)
         cols[n] = np.where(codes < 0, len(table) - 1, codes).astype(np.int32)
@@ -403,7 +407,7 @@ def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
     step_name = name(lambda n: STEP_NAME in n)
     needed = (cat(lambda c: c in RUNTIME_CATS) | step_name | python
               | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (every.stream != NONE)
-              | cat(lambda c: c == CPU_OP_CAT)  # every op (FLOP-counted ones among them): launchers
+              | cat(lambda c: c in CPU_OP_CATS)  # every op (FLOP-counted ones among them): launchers
               | (cat(lambda c: c == USER_ANNOTATION_CAT) & name(lambda n: OPTIMIZER_ANNOTATION_RE.match(n) is not None)))
     first = (every.index == 0) & gpu_trace & ~profiler
     rest = (~profiler & ~(python & (not keep_python)) & ~(cat(lambda c: c == GPU_ANNOTATION_CAT) & ~step_name)

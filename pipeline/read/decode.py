@@ -31,6 +31,7 @@ class TraceError(Exception):
 
 class Args(msgspec.Struct, rename={
     "external_id": "External id",
+    "external_id_2021": "external id",  # the 2021 schema's runtime calls and kernels: the op's External id
     "collective_name": "Collective name",
     "in_nelems": "In msg nelems",
     "out_nelems": "Out msg nelems",
@@ -46,6 +47,7 @@ class Args(msgspec.Struct, rename={
 }):
     correlation: IntOrStr = None
     external_id: IntOrStr = None
+    external_id_2021: IntOrStr = None
     stream: IntOrStr = None
     device: IntOrStr = None
     collective_name: Optional[str] = None

@@ -27,7 +27,7 @@ from scaletrace.pipeline.common import limits
 from scaletrace.pipeline.read.classify import Classifier, is_collective_call
 from scaletrace.pipeline.read.columns import flags_by_code as by_code
 from scaletrace.pipeline.read.decode import Args, TraceError, check_utf8_text, decode
-from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CAT,
+from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CATS,
                                                  FLOP_OP_RE, GPU_ANNOTATION_CAT, KINDS, PYTHON_CAT,
                                                  RUNTIME_CATS, STEP_NAME, STEP_RE)
 
@@ -659,7 +659,7 @@ def _cpu_table(cpu: columns.Side, vocab: columns.Vocab, cpu_only: bool) -> pa.Ta
     keep = np.flatnonzero(
         cat(lambda c: c in RUNTIME_CATS) | name(lambda n: STEP_NAME in n) | cat(lambda c: c == PYTHON_CAT)
         | name(lambda n: n.startswith(COLLECTIVE_OP_PREFIXES)) | (cpu.stream != NONE)
-        | (cat(lambda c: c == CPU_OP_CAT) & name(lambda n: FLOP_OP_RE.match(n) is not None))
+        | (cat(lambda c: c in CPU_OP_CATS) & name(lambda n: FLOP_OP_RE.match(n) is not None))
         | ((cpu.index == 0) & (not cpu_only)))
     return pa.table({
         "event_id": _int64(cpu.index[keep]),

@@ -13,9 +13,10 @@ from scaletrace.pipeline.read.vocabulary import COMM_KERNELS
 
 # What the stored rows of a trace hold, for the same bytes: an ingest parses again a trace stored under
 # another version (runsync.known_files).  2: device_events gained launch_op, family, family_basis,
-# short_name; 3: wait_stream, wait_event_corr (CUDA sync events); the digest follows the family and
-# communication tables, so a release that changes a rule re-classifies stored traces on their next ingest.
-EXTRACT_VERSION = "3-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
+# short_name; 3: wait_stream, wait_event_corr (CUDA sync events); 4: launch_op found by External id too
+# (2021 schema), backward nodes read as their forward op (pipeline/read/launchers.py); the digest follows
+# the family and communication tables, so a release that changes a rule re-classifies stored traces on their next ingest.
+EXTRACT_VERSION = "4-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
                                               COMM_KERNELS)).encode()).hexdigest()[:12]
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

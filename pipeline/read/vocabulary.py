@@ -35,6 +35,10 @@ DEVICE_CATS = frozenset(KERNEL_CATS + MEMORY_CATS + SYNC_CATS)
 # Host-side launches and API calls; a device event's `correlation` points at one of these.
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "hip_runtime"})
 CPU_OP_CAT = "cpu_op"  # an ATen op: compute on CPU-only traces; on GPU traces, what launched a kernel
+# the categories of ops on GPU traces: the 2021 schema (PyTorch 1.8 / 1.9) writes `Operator`, for
+# record_function spans (ProfilerStep#N) too; its runtime calls and kernels carry the op's
+# `External id` as `external id` (pipeline/read/launchers.py)
+CPU_OP_CATS = frozenset({CPU_OP_CAT, "operator"})
 USER_ANNOTATION_CAT = "user_annotation"  # record_function spans (ProfilerStep#N, Optimizer.step#…)
 PYTHON_CAT = "python_function"  # Python stack events: dropped unless --keep-python
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # annotations mirrored on the GPU timeline: only steps kept
