@@ -88,6 +88,7 @@ class TaskResult:
     trace: store.TraceRow | None = None  # None: unchanged, or failed (``error``)
     trace_id: int | None = None
     zero_duration_events: int = 0
+    notes: tuple = ()  # TraceMeta.notes
     error: str | None = None
     node: str | None = None
     no_room: bool = False  # the parts could not be written: a full disk, a quota, read-only
@@ -175,7 +176,7 @@ def run_task(task: TraceTask) -> TaskResult:
     except (OSError, pa.ArrowException) as exc:
         no_room = diskfull.no_room(exc) or getattr(exc, "errno", None) in CANNOT_GROW or "too large" in str(exc)
         return TaskResult(error=f"cannot store on node {node}: {exc}", node=node, no_room=no_room)
-    return TaskResult(trace, tid, meta.zero_duration_events, node=node)
+    return TaskResult(trace, tid, meta.zero_duration_events, meta.notes, node=node)
 
 
 def failed_task(reason: str) -> TaskResult:
@@ -489,7 +490,7 @@ def _commit(con, ds: Dataset, run, task: TraceTask, result: TaskResult, pending:
         ds.save_run(con, run.run_id)
         saved_runs.add(run.run_id)
     ds.commit(con, trace, result.trace_id)
-    outcome = stored_outcome(trace, result.zero_duration_events)
+    outcome = stored_outcome(trace, result.zero_duration_events, result.notes)
     outcome.node = result.node
     return outcome
 

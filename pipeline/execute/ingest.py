@@ -628,7 +628,7 @@ class Batch:
         self.nbytes += extracted.nbytes()
         if self.full():
             self._flush()
-        return stored_outcome(trace, extracted.meta.zero_duration_events)
+        return stored_outcome(trace, extracted.meta.zero_duration_events, extracted.meta.notes)
 
     def _flush(self) -> None:
         """Write the staged rows: the older versions' rows dropped, the runs and traces rows, then
@@ -973,14 +973,15 @@ def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: Pars
         trace_mode=meta.trace_mode, extract_version=EXTRACT_VERSION, stat_key=parsed.stat_key)
 
 
-def stored_outcome(trace: store.TraceRow, zero_duration_events: int) -> Outcome:
-    """The ``ok`` line of a stored trace, with what is worth a note."""
+def stored_outcome(trace: store.TraceRow, zero_duration_events: int, notes: tuple = ()) -> Outcome:
+    """The ``ok`` line of a stored trace, with what is worth a note (``notes``: TraceMeta.notes)."""
     warning = None
     if trace.rank_source == "single_trace":
         warning = "no rank in the trace or its name; a run of one trace is rank 0"
     if zero_duration_events:
         warning = "; ".join(filter(None, [warning, f"{zero_duration_events} device events of zero duration "
                                           "kept (they add no time)"]))
+    warning = "; ".join(filter(None, [warning, *notes])) or None
     message = f"ingested as run '{trace.run_id}' rank {trace.rank}"
     return Outcome(trace.path, "ok", message + (f" ({warning})" if warning else ""), trace.run_id, trace.rank,
                    warning, trace.json_bytes)
@@ -1035,7 +1036,7 @@ def _write(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[s
     except (duckdb.Error, pa.ArrowException, OverflowError) as exc:  # rolled back: nothing partial
         return Outcome(str(path), "error", f"cannot store: {oneline.message(exc)}", run.run_id)  # COMMIT's, not ROLLBACK's
     written_runs.add(run.run_id)
-    return stored_outcome(trace, extracted.meta.zero_duration_events)
+    return stored_outcome(trace, extracted.meta.zero_duration_events, extracted.meta.notes)
 
 
 def _write_safely(con, path: Path, run: RunDir, parsed: ParsedFile, written_runs: set[str],

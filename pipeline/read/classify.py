@@ -85,15 +85,28 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("gpu", "name", "exact", "context sync", "sync"),
     Rule("gpu", "name", "exact", "stream sync", "sync"),
     *(Rule("gpu", "cat", "exact", cat, "compute") for cat in vocab.KERNEL_CATS),
+    # every other device event (a category the vocabulary does not know, found by its stream or device
+    # arg: vocabulary.unknown_category) is compute, as HTA counts any event on a stream
+    Rule("gpu", "cat", "regex", "", "compute"),
     *(Rule("cpu", "name", "prefix", prefix, "comm") for prefix in vocab.CPU_COMM_PREFIXES),
+    Rule("cpu", "name", "regex", vocab.COLLECTIVE_ISSUE_PATTERN, "comm"),  # TorchRec's All2All_Pooled_Req
     Rule("cpu", "name", "regex", vocab.WAIT_PATTERN, "sync"),  # the training thread blocked on a collective
     Rule("cpu", "cat", "exact", vocab.CPU_OP_CAT, "compute"),
 )
 
 
+_ISSUES = re.compile(vocab.COLLECTIVE_ISSUE_PATTERN, re.IGNORECASE)
+
+
 def is_collective_call(name: str) -> bool:
-    """A CPU op that is a collective call (vocabulary.COLLECTIVE_CALL_PREFIXES)."""
-    return name.startswith(vocab.COLLECTIVE_CALL_PREFIXES)
+    """A CPU op that is a collective call (vocabulary.COLLECTIVE_CALL_PREFIXES), or a collective
+    Function that issues one (vocabulary.COLLECTIVE_ISSUE_PATTERN: TorchRec's `All2All_Pooled_Req`)."""
+    return name.startswith(vocab.COLLECTIVE_CALL_PREFIXES) or issues_collective(name)
+
+
+def issues_collective(name: str) -> bool:
+    """A collective Function that issues its collective on the caller's thread (`All2All_Pooled_Req`)."""
+    return _ISSUES.search(name) is not None
 
 
 def device_categories(rules: tuple[Rule, ...]) -> frozenset[str]:
@@ -101,6 +114,27 @@ def device_categories(rules: tuple[Rule, ...]) -> frozenset[str]:
     gpu-side rule names exactly (so a rules file can add one).  Lower case, as extract compares."""
     named = {r.pattern.lower() for r in rules if r.side == "gpu" and r.field == "cat" and r.match == "exact"}
     return vocab.DEVICE_CATS | named
+
+
+def category_notes(found: dict, unplaced: dict, has_device: bool) -> tuple[str, ...]:
+    """What the ingest log says about events of categories the vocabulary does not know (counts by
+    category: ``found`` kept as device events for their stream / device arg, ``unplaced`` not): the
+    first are said, and a trace stored CPU-only with the second names the largest and the ``--rules``
+    that would make it device activity, so that no accelerator's trace is silently taken for CPU work.
+    Each note fits a log line (oneline.MAX_MESSAGE_CHARS with the path): names are cut to 40 chars."""
+    def short(cat: str) -> str:
+        return cat if len(cat) <= 40 else cat[:40] + "…"
+
+    notes = [f"{n} events of category '{short(cat)}' have a stream or device arg: device activity (compute unless "
+             "named comm, memory or sync)" for cat, n in sorted(found.items())[:3]]
+    if unplaced and not has_device:
+        cat = max(sorted(unplaced), key=lambda c: unplaced[c])
+        why = f" ({vocab.NOT_TIMELINE_CATS[cat]})" if cat in vocab.NOT_TIMELINE_CATS else ""
+        others = f" and {len(unplaced) - 1} other categories" if len(unplaced) > 1 else ""
+        rule = json.dumps({"side": "gpu", "field": "cat", "match": "exact", "pattern": cat, "kind": "compute"})
+        notes.append(f"stored CPU-only: {unplaced[cat]} events of '{short(cat)}'{why}{others} have no stream or "
+                     f"device arg; if device activity, ingest with --rules FILE: [{rule}, then the default rules]")
+    return tuple(notes)
 
 
 class RulesError(ValueError):

@@ -8,17 +8,24 @@ import bisect
 import re
 
 from scaletrace.pipeline.read.families import function_name
-from scaletrace.pipeline.read.vocabulary import (CANONICAL_COLLECTIVES, COLLECTIVE_KERNEL_RE, COLLECTIVE_NAME_NOISE,
-                                                 COLLECTIVE_NAME_PREFIXES, COMM_KERNELS, CPU_COMM_PREFIXES,
-                                                 GENERIC_KERNEL_COLLECTIVE)
+from scaletrace.pipeline.read.vocabulary import (CANONICAL_COLLECTIVES, COLLECTIVE_FUNCTION_WORD, COLLECTIVE_KERNEL_RE,
+                                                 COLLECTIVE_NAME_NOISE, COLLECTIVE_NAME_PREFIXES, COMM_KERNELS,
+                                                 CPU_COMM_PREFIXES, GENERIC_KERNEL_COLLECTIVE)
 
 _PREFIXES = (*COLLECTIVE_NAME_PREFIXES, *CPU_COMM_PREFIXES)  # stripped: `nccl:all_reduce` -> `all_reduce`
 
 
+# a collective Function's name (`All2All_Pooled_Req`, `ReduceScatterBase_Wait`): vocabulary.COLLECTIVE_FUNCTION
+_FUNCTION = re.compile(r"^(?:\w+_)?" + COLLECTIVE_FUNCTION_WORD + r"\w*_(?:req|wait)(?:backward)?$", re.IGNORECASE)
+
+
 def canonical(raw: str | None) -> str | None:
-    """``allreduce``, ``nccl:all_reduce``, ``c10d::allreduce_`` -> ``all_reduce``."""
+    """``allreduce``, ``nccl:all_reduce``, ``c10d::allreduce_``, ``AllReduce_Req`` -> ``all_reduce``."""
     if not raw:
         return None
+    function = _FUNCTION.match(raw.strip())
+    if function:
+        return CANONICAL_COLLECTIVES[function.group(1).lower()]
     text = raw.strip().lower()
     for prefix in _PREFIXES:
         if text.startswith(prefix):

@@ -31,7 +31,7 @@ from scaletrace.pipeline.read.decode import (INT64_MAX, Args, DeviceProperties, 
                                              TraceError, iter_events)
 from scaletrace.pipeline.read.vocabulary import (COLLECTIVE_OP_PREFIXES, CPU_OP_CATS, FLOP_OP_RE, GPU_ANNOTATION_CAT,
                                                  PROFILER_CAT, PYTHON_CAT, RUNTIME_CATS, STEP_NAME,
-                                                 USER_ANNOTATION_CAT)
+                                                 USER_ANNOTATION_CAT, found_on_device, unknown_category)
 
 # What this module calls _scan.scan with and reads back (_scan.cpp's INTERFACE): a module built from
 # an older _scan.cpp (an editable install not rebuilt since) is not used, and --version says so.
@@ -129,6 +129,10 @@ class Kept:
     cpu: Side
     num_events: int
     doc: object  # the TraceDoc (traceEvents dropped) or Scanned: header fields
+    # events of categories the vocabulary does not know, by category (lower case): those kept as device
+    # events for their stream / device arg, and the others (vocabulary.found_on_device)
+    found: dict = field(default_factory=dict)
+    unplaced: dict = field(default_factory=dict)
 
 
 # -- the reference: msgspec Event structs, one by one ------------------------------------------------
@@ -252,6 +256,8 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
     codes = _Codes()
     dev, cpu = _Builder(codes), _Builder(codes)
     lower: dict = {}
+    found: dict = {}
+    unplaced: dict = {}
     for index, ev in enumerate(iter_events(raws)):
         if ev.ph != "X":
             continue
@@ -260,7 +266,14 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
             cat = lower[ev.cat] = (ev.cat or "").lower()
         if cat in device_cats:
             dev.add(index, ev)
-        elif index == 0 and gpu_trace and cat != PROFILER_CAT:
+            continue
+        if unknown_category(cat, device_cats):
+            if found_on_device(cat, device_cats) and _on_device(index, ev):
+                found[cat] = found.get(cat, 0) + 1
+                dev.add(index, ev)
+                continue
+            unplaced[cat] = unplaced.get(cat, 0) + 1
+        if index == 0 and gpu_trace and cat != PROFILER_CAT:
             # HTA links a kernel whose correlation has no CPU call to the trace's first
             # event (index_correlation 0): hta_events needs that event's time
             cpu.add(index, ev)
@@ -275,7 +288,14 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
         return read_python(doc, device_cats, keep_python, gpu_trace=False)
     num_events = len(raws)
     doc.traceEvents = None  # the raw slices (and the file's bytes) are no longer needed
-    return Kept(codes.vocab(), dev.side(), cpu.side(), num_events, doc)
+    return Kept(codes.vocab(), dev.side(), cpu.side(), num_events, doc, found, unplaced)
+
+
+def _on_device(index: int, ev: Event) -> bool:
+    """The event carries an int ``stream`` or ``device`` arg (as the compiled scanner reads them)."""
+    a = ev.args
+    return a is not None and (to_int(a.stream, "stream", index) is not None
+                              or to_int(a.device, "device", index) is not None)
 
 
 def needed_on_gpu_trace(cat: str, name: str, stream) -> bool:
@@ -321,7 +341,7 @@ class Scanned:
         dev, cpu = select(every, self.vocab, device_cats, keep_python, gpu_trace)
         if gpu_trace and not len(dev):  # as the reference: keep CPU lanes
             dev, cpu = select(every, self.vocab, device_cats, keep_python, gpu_trace=False)
-        return Kept(self.vocab, dev, cpu, self.num_events, self)
+        return Kept(self.vocab, dev, cpu, self.num_events, self, *unknown_categories(every, self.vocab, device_cats))
 
 
 def padding() -> int:
@@ -401,7 +421,7 @@ def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
     category or name, then indexed by the codes."""
     cat = lambda test: flags_by_code(vocab.lower, test)[every.cat]  # noqa: E731
     name = lambda test: flags_by_code(vocab.names, test)[every.name]  # noqa: E731
-    is_dev = cat(lambda c: c in device_cats)
+    is_dev = cat(lambda c: c in device_cats) | _found(every, vocab, device_cats)
     profiler = cat(lambda c: c == PROFILER_CAT)
     python = cat(lambda c: c == PYTHON_CAT)
     step_name = name(lambda n: STEP_NAME in n)
@@ -414,3 +434,25 @@ def select(every: Side, vocab: Vocab, device_cats: frozenset, keep_python: bool,
             & (needed | (not gpu_trace)))
     keep_cpu = ~is_dev & (first | rest)
     return every.take(np.flatnonzero(is_dev)), every.take(np.flatnonzero(keep_cpu))
+
+
+def _found(every: Side, vocab: Vocab, device_cats: frozenset) -> np.ndarray:
+    """Events of a category the vocabulary does not know with an int stream or device arg, that are
+    device activity (vocabulary.found_on_device; read_python's test, on whole columns)."""
+    on_device = (every.stream != NONE) | (every.device != NONE)
+    return flags_by_code(vocab.lower, lambda c: found_on_device(c, device_cats))[every.cat] & on_device
+
+
+def unknown_categories(every: Side, vocab: Vocab, device_cats: frozenset) -> tuple[dict, dict]:
+    """(found, unplaced): the events of categories the vocabulary does not know, counted by
+    category (lower case): kept as device events, and not (read_python counts the same)."""
+    unknown = flags_by_code(vocab.lower, lambda c: unknown_category(c, device_cats))[every.cat]
+    found = _found(every, vocab, device_cats)
+    counts = []
+    for mask in (found, unknown & ~found):
+        codes, n = np.unique(every.cat[mask], return_counts=True)
+        by_cat: dict = {}
+        for code, count in zip(codes.tolist(), n.tolist()):
+            by_cat[vocab.lower[code]] = by_cat.get(vocab.lower[code], 0) + count
+        counts.append(by_cat)
+    return counts[0], counts[1]

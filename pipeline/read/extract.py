@@ -24,7 +24,7 @@ import pyarrow as pa
 from scaletrace.pipeline.read import collectives as coll
 from scaletrace.pipeline.read import arrays, columns, intervals, launchers
 from scaletrace.pipeline.common import limits
-from scaletrace.pipeline.read.classify import Classifier, is_collective_call
+from scaletrace.pipeline.read.classify import Classifier, category_notes, is_collective_call, issues_collective
 from scaletrace.pipeline.read.columns import flags_by_code as by_code
 from scaletrace.pipeline.read.decode import Args, TraceError, check_utf8_text, decode
 from scaletrace.pipeline.read.vocabulary import (PER_TRACE_TABLES, COLLECTIVE_NAME_PREFIXES, COLLECTIVE_OP_PREFIXES, CPU_OP_CATS,
@@ -52,6 +52,7 @@ class TraceMeta:
     num_events: int  # events in traceEvents
     trace_mode: str  # "gpu" (device events present) or "cpu" (CPU-only: lanes are threads)
     zero_duration_events: int  # device events of zero duration (kept; worth a note)
+    notes: tuple = ()  # about categories the vocabulary does not know (classify.category_notes)
 
 
 @dataclass
@@ -273,7 +274,8 @@ def build(kept: columns.Kept, classifier: Classifier, fractional: bool) -> Extra
         _check_computable(side, vocab)
     steps = _Steps(_step_rows(cpu, vocab))
     meta = TraceMeta(**_doc_facts(kept.doc, cpu, vocab), ts_fractional=fractional, num_events=kept.num_events,
-                     trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=int((dev.dur == 0).sum()))
+                     trace_mode="gpu" if len(dev) else "cpu", zero_duration_events=int((dev.dur == 0).sum()),
+                     notes=category_notes(kept.found, kept.unplaced, bool(len(dev))))
     if len(dev):
         device, collectives, spans = _gpu_tables(dev, cpu, vocab, steps, classifier)
     else:
@@ -456,6 +458,8 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
     # a device event belongs to the step of its launch, else to the step its start falls in
     step = steps.at_many(np.where(launch >= 0, cpu.ts[np.maximum(launch, 0)] if len(cpu) else 0, dev.ts))
     kind = _kinds(dev, vocab, classifier, "gpu")
+    named = launchers.gpu_columns(dev, cpu, vocab, launch, kind)
+    kind = _comm_by_launch(kind, named)
     coll_rows, spans, corrs, comm_names = [], [], [], []
     for i in np.flatnonzero(kind == KINDS.index("comm")).tolist():
         j = int(launch[i])
@@ -466,12 +470,30 @@ def _gpu_tables(dev: columns.Side, cpu: columns.Side, vocab: columns.Vocab, step
         corrs.append(int(dev.corr[i]) if dev.corr[i] != NONE else None)
         comm_names.append(vocab.names[dev.name[i]])
     coll_rows = coll.fill_by_period(coll_rows, corrs, comm_names)
-    named = launchers.gpu_columns(dev, cpu, vocab, launch, kind)
     device = _device_table(_int64(dev.index), _lanes(dev, vocab), _nullable(dev.stream), _nullable(dev.device),
                            _strings(dev.cat, vocab.cats), _strings(dev.name, vocab.names), _strings(kind, KINDS),
                            _int64(dev.ts), _int64(dev.dur), _nullable(dev.corr), step,
                            *(_strings(*named[c]) for c in LAUNCH_COLUMNS), *_sync_waits(dev))
     return device, _collectives_table(coll_rows), _span_arrays(spans)
+
+
+def _comm_by_launch(kind: np.ndarray, named: dict) -> np.ndarray:
+    """A compute event launched by a collective call (its launching op, the innermost op around its
+    launch: `record_param_comms`, `c10d::*`, `All2All_Pooled_Req`, ...; classify.is_collective_call)
+    is communication, whatever its name (a library's all-to-all kernel).  A copy launched by an
+    `aten::` op nested in the collective is not: its innermost op is that op.  ``named``: launchers'
+    columns, whose family and basis the events made comm lose (only compute has a family)."""
+    codes, values = named["launch_op"]
+    used = np.unique(codes)
+    collective = np.zeros(len(values), dtype=bool)
+    collective[used] = [values[c] is not None and is_collective_call(values[c]) for c in used.tolist()]
+    moved = collective[codes] & (kind == KINDS.index("compute"))
+    if not moved.any():
+        return kind
+    for column in ("family", "family_basis"):
+        family, family_values = named[column]
+        named[column] = (np.where(moved, len(family_values) - 1, family), family_values)  # the last value: None
+    return np.where(moved, KINDS.index("comm"), kind).astype(kind.dtype)
 
 
 def _sync_waits(dev: columns.Side) -> tuple[pa.Array, pa.Array]:
@@ -540,8 +562,8 @@ def _cpu_tables(cpu: columns.Side, vocab: columns.Vocab, steps: _Steps, classifi
     ts, dur, tid = cpu.ts, cpu.dur, cpu.tid.astype(np.int64)
     end = ts + dur
     comm, compute = kind == KINDS.index("comm"), kind == KINDS.index("compute")
-    comm_tid = np.zeros(len(vocab.ids), dtype=bool)
-    comm_tid[tid[comm]] = True
+    comm_tid = np.zeros(len(vocab.ids), dtype=bool)  # the backend's threads (gloo:*), not a caller's
+    comm_tid[tid[comm & ~by_code(vocab.names, issues_collective)[cpu.name]]] = True
     blocking = (kind == KINDS.index("sync")) | by_code(vocab.names, is_collective_call)[cpu.name]
     # per thread, the merged intervals in which it is blocked in a collective call or a wait
     lane, b_start, b_end = intervals.grouped_islands(tid[blocking], ts[blocking], end[blocking])
