@@ -3,9 +3,14 @@
 -- grain: one row per run
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- step_time_ns = median over steps of the slowest rank's step: from the
--- collector's wall-clock step log (steps outside the profiled window, after
--- the first) when the run has one, else the ProfilerStep durations
--- (step_time_source says which).  The run's facts come from run.json, else
+-- collector's step log (steps outside the profiled window, after the first,
+-- and not the step right after the window, which may hold the trace's
+-- export: step_time_spread) when the run has one, else the ProfilerStep
+-- durations (step_time_source says which); num_steps = the steps that median
+-- is over (the step log's, else the ProfilerSteps); profiled_steps = the
+-- ProfilerSteps traced (distinct step numbers over the ranks; 0: none);
+-- trace_events = the events in the run's traces, summed over ranks (how much
+-- a run's figures rest on: reports/basis.py).  The run's facts come from run.json, else
 -- `scaletrace ingest --meta`, else the trace (macro run_facts, where every rule
 -- is stated); each *_basis column says which: `run.json`, `--meta` or
 -- `inferred: <how>` (NULL: the fact is unknown).  world_size (world_size_basis):

@@ -3,8 +3,10 @@
 -- grain: one row per run with a step time
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- The steps run_summary's step_time_ns is the median of: each step's time on
--- its slowest rank, from the collector's wall-clock step log (steps outside
--- the profiled window, after the first) when the run has one, else from the
+-- its slowest rank, from the collector's step log (steps outside the
+-- profiled window, after the first, and not the step right after the window,
+-- which in logs written before the collector's device clock holds the trace's
+-- export: 0.6-0.9 s against a 0.1 s step) when the run has one, else from the
 -- ProfilerStep annotations.  p50_ns equals run_summary.step_time_ns;
 -- p95_ns = the 95th percentile (linear interpolation between steps);
 -- p95_to_p50_ratio = p95 ÷ p50 (1: every step as long as the median);
@@ -16,8 +18,10 @@ WITH profiled AS (
     WHERE $run_id IS NULL OR run_id = $run_id GROUP BY run_id, step
 ),
 logged AS (
-    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM step_log
-    WHERE ($run_id IS NULL OR run_id = $run_id) AND NOT profiled AND step > 0
+    SELECT run_id, step, max(dur_ns) AS slowest_ns
+    FROM (SELECT *, lag(profiled) OVER (PARTITION BY run_id, rank ORDER BY step) AS after_window
+          FROM step_log WHERE $run_id IS NULL OR run_id = $run_id)
+    WHERE NOT profiled AND step > 0 AND NOT coalesce(after_window, false)
     GROUP BY run_id, step
 ),
 chosen AS (

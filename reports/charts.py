@@ -117,8 +117,10 @@ CHARTS = [
               "and idle, the rest of the step time, when the device did nothing (query run_breakdown; where the step "
               "log's step is longer or shorter than the profiled steps' device window, this rest differs from the "
               "idle chart's idle, which is of that window). The whisker "
-              "runs from the median step (the bar) to the 95th percentile over steps (query step_time_spread), "
-              "labelled 'p50 · p95'." + SLIVERS,
+              "runs from the median step (the bar) to the 95th percentile over steps (query step_time_spread; "
+              "of the collector's step log: the steps outside the profiled window, the first and the one right "
+              "after the window left out, since the profiler exports its trace there), labelled 'p50 · p95'."
+              + SLIVERS,
               "No step time: the traces have no ProfilerStep annotations and the run no step log.",
               "breakdown", _has("step_time_ns"), build_step_time),
     ChartSpec("breakdown", "Where step time goes (% of the steps' window)",

@@ -94,7 +94,9 @@ def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
         y=y, x=alt.X("label_ms:Q", scale=room), text="si_label:N")
     return with_slivers(stacked + whisker + tick + total, breakdown, "run_id", order, room).properties(
         title=alt.TitleParams("Step time and where it goes (ms)",
-                              subtitle="bar: the median step (p50); whisker to the 95th percentile over steps (p95)"),
+                              subtitle="bar: the median step (p50); whisker to the 95th percentile over steps (p95; in the "
+                                       "step log, the first step and the one after the profiled window, where "
+                                       "the trace was exported, left out)"),
         width=WIDTH + 80, height=alt.Step(22))
 
 

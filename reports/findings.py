@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from scaletrace.reports.basis import judged, rests_on, too_few_ranks, too_small
 from scaletrace.reports.chartkit import baseline, gpus as _gpus
 from scaletrace.reports.data import ReportData
 from scaletrace.reports.words import change, number, present, ratio
@@ -91,18 +92,35 @@ def _group(name) -> str:
 def comm_findings(data: ReportData) -> list[str]:
     """The run with the most exposed communication (run_summary's exposed_comm_pct, the runs table's
     column, over every run that has it: a run with one of several ranks traced included, said so),
-    its most exposed collective, and the run that waits most for a slower peer."""
-    out = []
+    its most exposed collective, and the run that waits most for a slower peer; the findings about a
+    run too small to judge (reports/basis.py) last."""
+    judged, small = _comm_findings(data)
+    return judged + small
+
+
+def _exposed(run: dict, lead: str = "The most exposed communication is in run") -> str:
+    """'The most exposed communication is in run r (8 GPUs; 2 of its 8 ranks traced): 38 % of the step
+    (mean over ranks).', with 'too small to judge: ...' where it is."""
+    basis = [b for b in (rests_on(run),) if b and b not in too_small(run)] + ([judged(run)] if too_small(run) else [])
+    return (f"{lead} {run['run_id']} ({_gpus(run.get('world_size'))}{''.join(f'; {b}' for b in basis)}): "
+            f"{_pct(run['exposed_comm_pct'])} of the step (mean over ranks).")
+
+
+def _comm_findings(data: ReportData) -> tuple[list[str], list[str]]:
+    """(findings, findings about runs too small to judge)."""
+    out, small = [], []
     runs = data.runs.filter(pl.col("exposed_comm_pct").is_not_null() & pl.col("exposed_comm_pct").is_not_nan()
                             & (pl.col("exposed_comm_pct") > 0))
-    top = runs.sort(["exposed_comm_pct", "run_id"], descending=[True, False]).row(0, named=True) \
-        if not runs.is_empty() else None
+    ranked = runs.sort(["exposed_comm_pct", "run_id"], descending=[True, False]).to_dicts()
+    top = ranked[0] if ranked else None
+    if top is not None and too_small(top):
+        small.append(_exposed(top))  # the table's largest figure, said with what it rests on, never first
+        top = next((r for r in ranked if not too_small(r)), None)
+        if top is not None:
+            out.append(_exposed(top, "Of the runs large enough to judge, the most exposed communication is in run"))
+    elif top is not None:
+        out.append(_exposed(top))
     if top is not None:
-        traced, world = top.get("ranks_traced"), top.get("world_size")
-        partly = (f"; {traced} of its {world} ranks traced" if present(traced) and present(world) and traced < world
-                  else "")
-        out.append(f"The most exposed communication is in run {top['run_id']} ({_gpus(world)}{partly}): "
-                   f"{_pct(top['exposed_comm_pct'])} of the step (mean over ranks).")
         groups = data.exposed_by_group.filter((pl.col("run_id") == top["run_id"])
                                               & pl.col("group_exposed_comm_pct").is_not_nan()
                                               & (pl.col("group_exposed_comm_pct") > 0))
@@ -112,24 +130,43 @@ def comm_findings(data: ReportData) -> list[str]:
             out.append(f"In run {g['run_id']}, {what} in {_group(g['process_group'])} is the most exposed "
                        f"collective: {_pct(g['group_exposed_comm_pct'])} of the span (its kernels' exposed time per "
                        "rank ÷ the rank's span, averaged over ranks; concurrent collectives each count).")
+    said, where = _wait_finding(data)
+    (small if where == "small" else out).extend(said)
+    return out, small
+
+
+def _wait_finding(data: ReportData) -> tuple[list[str], str]:
+    """The run that waits most for a slower peer, from the runs large enough to judge where one waits;
+    its straggler named only where enough of its ranks are traced (reports/basis.py)."""
     waits = data.rank_wait.filter(pl.col("num_collectives") > 0)
-    if not waits.is_empty():
-        per_run = (waits.group_by("run_id").agg(
-            pl.col("wait_ns").sum(), pl.col("comm_ns").sum(),
-            pl.col("rank").sort_by(["straggler_count", "rank"], descending=[True, False]).first().alias("straggler"),
-            pl.col("straggler_count").max(), pl.col("num_collectives").max())
-            .filter(pl.col("comm_ns") > 0)
-            .with_columns(share=100 * pl.col("wait_ns") / pl.col("comm_ns"))
-            .filter(pl.col("share").is_not_nan() & (pl.col("share") > 0)))
-        if not per_run.is_empty():
-            worst = per_run.sort(["share", "run_id"], descending=[True, False]).row(0, named=True)
-            text = (f"In run {worst['run_id']}, {_pct(worst['share'])} of communication time is waiting for a "
-                    "slower peer")
-            if worst["straggler_count"]:
-                text += (f"; rank {worst['straggler']} arrived last in {worst['straggler_count']} of "
-                         f"{worst['num_collectives']} collectives")
-            out.append(text + ".")
-    return out
+    if waits.is_empty():
+        return [], ""
+    per_run = (waits.group_by("run_id").agg(
+        pl.col("wait_ns").sum(), pl.col("comm_ns").sum(), pl.col("rank").n_unique().alias("ranks"),
+        pl.col("rank").sort_by(["straggler_count", "rank"], descending=[True, False]).first().alias("straggler"),
+        pl.col("straggler_count").max(), pl.col("num_collectives").max())
+        .filter(pl.col("comm_ns") > 0)
+        .with_columns(share=100 * pl.col("wait_ns") / pl.col("comm_ns"))
+        .filter(pl.col("share").is_not_nan() & (pl.col("share") > 0)))
+    if per_run.is_empty():
+        return [], ""
+    about = {r["run_id"]: r for r in data.runs.to_dicts()} if "run_id" in data.runs.columns else {}
+    rows = per_run.sort(["share", "run_id"], descending=[True, False]).to_dicts()
+    fine = [r for r in rows if not too_small(about.get(r["run_id"], {}))]
+    worst = (fine or rows)[0]
+    run = about.get(worst["run_id"], {})
+    text = (f"In run {worst['run_id']}, {_pct(worst['share'])} of communication time is waiting for a "
+            "slower peer")
+    basis = rests_on(run)
+    if basis:
+        text += f" ({basis})"
+    if worst["straggler_count"] and too_few_ranks(run):
+        text += "; too few of its ranks are traced to name a straggler"
+    elif worst["straggler_count"]:
+        text += (f"; rank {worst['straggler']} arrived last in {worst['straggler_count']} of "
+                 f"{worst['num_collectives']} collectives" + (f" (of the {worst['ranks']} ranks traced)"
+                                                              if basis else ""))
+    return [text + "."], ("" if fine else "small")
 
 
 def run_findings(data: ReportData) -> list[str]:
@@ -165,6 +202,8 @@ def card_findings(data: ReportData) -> list[str]:
 
 
 def findings(data: ReportData) -> list[str]:
-    """The verdicts first, then the causes ranked by the efficiency points they explain, then the rest."""
+    """The verdicts first, then the causes ranked by the efficiency points they explain, then the rest;
+    findings about a run too small to judge (reports/basis.py) last, never leading."""
+    comm, small = _comm_findings(data)
     return (card_findings(data) + why_findings(data) + scaling_findings(data) + layout_findings(data)
-            + comm_findings(data) + run_findings(data) + projection_findings(data))
+            + comm + run_findings(data) + projection_findings(data) + small)

@@ -6,6 +6,8 @@ Per run, in this order, each sentence built from values and left out when its va
 - ``step``: ranks traced, profiled steps, step time, and the five shares of the profiled steps'
   device window (run_summary: each part ÷ the rank's window, gaps between steps included, mean
   over ranks; the whole traced span of a trace without steps);
+- ``warnings``: run_summary's warnings (an impossible or inconsistent figure), right after the
+  step sentence whose numbers they concern;
 - ``sliver``: the device was busy a sliver of the step (run_device_share, reports/device_share.py);
 - ``idle``: idle time per profiled step and what it waited for (idle_breakdown: the parts summed
   over the run's rank × step rows, gaps between steps included, as shares of their idle time: the
@@ -30,6 +32,7 @@ import polars as pl
 
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
+from scaletrace.reports.basis import too_few_ranks
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.order import sort_runs
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run, peak_warning
@@ -84,7 +87,7 @@ def describe_runs(db: Database, runs: list[str] | None = None) -> pl.DataFrame:
 
 
 def run_sentences(t: RunTables) -> pl.DataFrame:
-    """One row per sentence: run_id, about (step, sliver, idle, communication, straggler, compute,
+    """One row per sentence: run_id, about (step, warnings, sliver, idle, communication, straggler, compute,
     kernels), sentence; runs in run order (reports.order: workload, GPU count numerically, layout)."""
     def by_run(df: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
         if df is None or df.is_empty():
@@ -103,6 +106,7 @@ def run_sentences(t: RunTables) -> pl.DataFrame:
         got = {name: table.get(run, empty) for name, table in parts.items()}
         device = got["share"].row(0, named=True) if not got["share"].is_empty() else {}
         said = [("step", step_sentence(s)),
+                ("warnings", warnings_sentence(s)),  # beside the step time and shares they concern
                 ("sliver", _sentence(sliver_words(device, s["ranks_traced"]), ", not the step")),
                 ("idle", idle_sentence(got["idle"], device.get("cpu_only"))),
                 ("communication", comm_sentence(s, got["groups"])),
@@ -127,12 +131,13 @@ def step_sentence(s: dict) -> str:
               else count(ranks, "rank") + " traced")
     if s.get("device_name"):
         traced += f" on {s['device_name']}"
-    steps = s.get("num_steps") or 0
+    steps = _profiled_steps(s)
     clauses = [f"{traced}, {count(steps, 'profiled step') if steps else 'no profiled step (no ProfilerStep annotation)'}"]
     if present(s.get("step_time_ns")):
-        source = ("step in the collector's wall-clock log" if s.get("step_time_source") == "step_log"
+        source = ("step in the collector's step log" if s.get("step_time_source") == "step_log"
                   else "ProfilerStep")
-        clauses.append(f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over steps)")
+        over = count(s["num_steps"], "step") if present(s.get("num_steps")) else "steps"
+        clauses.append(f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over {over})")
     parts = [f"{share(s[f'{p}_pct'])} {words}" for p, words in STEP_PARTS.items()
              if present(s.get(f"{p}_pct")) and s[f"{p}_pct"] > 0]
     if parts:
@@ -140,6 +145,19 @@ def step_sentence(s: dict) -> str:
                   else "the traced span")
         clauses.append(f"{window} is {listing(parts)} (mean over ranks)")
     return _sentence("; ".join(clauses))
+
+
+def _profiled_steps(s: dict) -> int:
+    """The ProfilerSteps traced (run_summary.profiled_steps); num_steps counts the steps of the step
+    time, the step log's where the run has one, and only stands in for a summary without the column."""
+    return (s["profiled_steps"] if "profiled_steps" in s else s.get("num_steps")) or 0
+
+
+def warnings_sentence(s: dict) -> str | None:
+    """run_summary's warnings, each as the query words it, said beside the step sentence: 'Warning: MFU
+    120 % is above 100 %: ...'; None where there is none."""
+    text = s.get("warnings")
+    return f"Warning: {text.rstrip('.')}." if isinstance(text, str) and text.strip() else None
 
 
 def _lanes(cpu_only, ranks: int) -> str:
@@ -210,7 +228,7 @@ def comm_sentence(s: dict, groups: pl.DataFrame) -> str | None:
     named = [f"{_collective(g['collective'])} in {_group(g['process_group'])}"
              + (f" {share(g['group_exposed_comm_pct'])}" if stated else "") for g in top]
     more = exposed.height - len(top)
-    window = "step" if s.get("num_steps") else "traced span"
+    window = "step" if _profiled_steps(s) else "traced span"
     lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks); "
             if present(s.get("exposed_comm_pct")) else "")
     return _sentence(f"{lead}{'by process group and collective, ' if stated else 'its exposed communication is in '}{', '.join(named)}"
@@ -238,6 +256,9 @@ def straggler_sentence(s: dict, wait: pl.DataFrame) -> str | None:
     last = sorted(ranks.filter(pl.col("straggler_count") == top)["rank"].to_list())
     who = (f"rank {last[0]} is the straggler: it" if len(last) == 1
            else f"ranks {listing([str(r) for r in last])} are the stragglers: each")
+    if too_few_ranks(s):  # the last of a few traced ranks is not the job's straggler (reports/basis.py)
+        who = (f"only {s.get('ranks_traced')} of the {world} ranks are traced, too few to name the job's "
+               f"straggler; of them, {f'rank {last[0]}' if len(last) == 1 else 'ranks ' + listing([str(r) for r in last])}")
     among = "the one collective" if matched == 1 else f"{top} of the {matched} collectives"
     text = f"{who} arrived last at {among} matched across the {ranks.height} ranks"
     waited, comm = (number(ranks[c].cast(pl.Float64).fill_nan(None).sum()) for c in ("wait_ns", "comm_ns"))
@@ -297,4 +318,4 @@ def lines(sentences: pl.DataFrame) -> list[str]:
 
 
 __all__ = ["RunTables", "comm_sentence", "compute_sentence", "describe_runs", "idle_sentence", "kernel_sentence",
-           "lines", "load_tables", "run_sentences", "step_sentence", "straggler_sentence"]
+           "lines", "load_tables", "run_sentences", "step_sentence", "straggler_sentence", "warnings_sentence"]

@@ -235,17 +235,22 @@ def test_a_line_per_layout_across_gpu_counts(layouts_drawn):
 
 
 def test_step_time_spread_is_the_step_logs_percentiles(tmp_path):
-    """p50 / p95 over the steps of the collector's log (outside the profiled window, after the first),
-    each step's time on its slowest rank, read from the jsonl files themselves."""
+    """p50 / p95 over the steps of the collector's log (outside the profiled window, after the first,
+    and not the step right after the window: this log predates the device clock, and that step holds
+    the trace's export), each step's time on its slowest rank, read from the jsonl files themselves."""
     run = ROOT / "fixtures" / "demo-sweep" / "ddp-2"
     db = tmp_path / "t.duckdb"
     assert not ingest([run], db=db, workers=1).errors
     steps: dict[int, int] = {}
     for path in run.glob("rank*.steps.jsonl"):
-        for line in path.read_text().splitlines():
-            s = json.loads(line)
-            if not s["profiled"] and s["step"] > 0:
+        log = [json.loads(line) for line in path.read_text().splitlines()]
+        profiled = {s["step"] for s in log if s["profiled"]}
+        for s in log:
+            if not s["profiled"] and s["step"] > 0 and s["step"] - 1 not in profiled:
                 steps[s["step"]] = max(steps.get(s["step"], 0), s["dur_ns"])
+    export_step = max(profiled) + 1  # its step holds the export: far above every step kept
+    assert max(json.loads(line)["dur_ns"] for line in (run / "rank0.steps.jsonl").read_text().splitlines()
+               if json.loads(line)["step"] == export_step) > max(steps.values())
     durations = np.array(sorted(steps.values()), float)
     with connect(db) as database:
         spread = database.query("step_time_spread").row(0, named=True)

@@ -15,7 +15,8 @@
 -- flops FLOP (*_flops_per_step FLOP a step), peak FLOP/s, energy J, *_ratio a ratio.
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
 tr AS (
-    SELECT run_id, count(DISTINCT rank) AS num_ranks, bool_and(trace_mode = 'cpu') AS cpu_only
+    SELECT run_id, count(DISTINCT rank) AS num_ranks, bool_and(trace_mode = 'cpu') AS cpu_only,
+           sum(num_events)::BIGINT AS trace_events
     FROM traces WHERE run IS NULL OR run_id = run GROUP BY run_id
 ),
 slowest AS (
@@ -27,9 +28,13 @@ profiler_time AS (
     FROM slowest GROUP BY run_id
 ),
 logged AS (
-    -- the collector's wall-clock log: steps outside the profiled window, after the first
-    SELECT run_id, step, max(dur_ns) AS slowest_ns FROM step_log
-    WHERE (run IS NULL OR run_id = run) AND NOT profiled AND step > 0
+    -- the collector's step log: steps outside the profiled window, after the first, and not the
+    -- step right after the window (a log written before the collector's device clock holds the
+    -- trace's export there: docs/collecting.md "Step times")
+    SELECT run_id, step, max(dur_ns) AS slowest_ns
+    FROM (SELECT *, lag(profiled) OVER (PARTITION BY run_id, rank ORDER BY step) AS after_window
+          FROM step_log WHERE run IS NULL OR run_id = run)
+    WHERE NOT profiled AND step > 0 AND NOT coalesce(after_window, false)
     GROUP BY run_id, step
 ),
 logged_time AS (
@@ -80,7 +85,7 @@ period AS (
 ),
 base AS (
     SELECT r.* EXCLUDE (world_size, dp, tp, pp, cp, tokens_per_step, flops_per_token, device_name, dtype),
-           tr.num_ranks, tr.cpu_only,
+           tr.num_ranks, tr.cpu_only, tr.trace_events,
            -- ranks sharing one host: the manifest's per-node count, else world ÷ nodes
            coalesce(r.gpus_per_node, ceil(f.world_size / r.num_nodes)::INTEGER) AS ranks_per_host,
            f.world_size AS gpus, f.world_size_basis, f.device_name AS device, f.device_basis,
@@ -149,6 +154,7 @@ m AS (
 )
 SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, world_size_basis, num_nodes,
        dp, tp, pp, cp, parallel_basis, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
+       coalesce(profiled_steps, 0) AS profiled_steps, trace_events,
        tokens_per_step, tokens_per_step_basis,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
        fpt AS flops_per_token, flops_per_token_basis, device AS device_name, device_basis,
