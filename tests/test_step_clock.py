@@ -156,3 +156,12 @@ def test_resolved_without_waiting_until_close(monkeypatch, tmp_path, work, host,
     monkeypatch.setattr(device.Event, "synchronize", lambda self: (waits.append(self), original(self)))
     _run(monkeypatch, tmp_path, work, host, device=device)
     assert len(waits) == waited
+
+
+def test_ingest_reads_the_device_times(monkeypatch, tmp_path):
+    """The log's new keys (clock, host_dur_ns) are no error at ingest: dur_ns is the device's time."""
+    from scaletrace.pipeline.read import sidefiles
+
+    steps, _ = _run(monkeypatch, tmp_path, 60.0, 15.0)
+    table = sidefiles.decode((tmp_path / "run" / "rank1.steps.jsonl").read_bytes(), "steps")
+    assert table.column("dur_ns").to_pylist() == [60 * MS] * 8

@@ -1,7 +1,8 @@
 """The collector's per-rank logs beside the traces: step times and power samples.
 
 ``rank{r}.steps.jsonl``: one JSON object per optimizer step, ``{"step", "start_ns",
-"dur_ns", "tokens", "profiled"}`` (wall clock, every step).  ``rank{r}.power.jsonl``:
+"dur_ns", "tokens", "profiled"}`` (every step; ``start_ns`` wall clock, ``dur_ns`` on the device
+where the job used one; other keys, such as the collector's ``clock``, are ignored).  ``rank{r}.power.jsonl``:
 ``{"ts_ns", "watts"}`` NVML samples during the profiled window.  Each file is
 replaced as a whole, in one transaction, when its sha256 changes.  A log is decoded in one
 msgspec call and inserted as one Arrow table (tests/bench/sidefiles.py: ~1 s for 200,000 steps,
