@@ -58,9 +58,24 @@ def gpu_time(ns: float | None) -> str:
     return f"{figure(value)} {unit}"
 
 
+class StepBasisError(QueryError):
+    """Two runs whose run_diff figures are on different bases: one per ProfilerStep, one per trace."""
+
+
 def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
-    """run_diff of two runs (QueryError naming an unknown run)."""
-    return db.query("run_diff", run_a=run_a, run_b=run_b)
+    """run_diff of two runs (QueryError naming an unknown run; StepBasisError when one run has
+    ProfilerSteps and the other none: its figures would be per step, the other's per traced window)."""
+    result = db.query("run_diff", run_a=run_a, run_b=run_b)
+    steps = dict(db.sql("SELECT run_id, count(DISTINCT step) FROM steps WHERE run_id IN ($a, $b) GROUP BY run_id",
+                        {"a": run_a, "b": run_b}).iter_rows())
+    without = [r for r in (run_a, run_b) if not steps.get(r)]
+    if len(without) == 1:
+        other = run_b if without[0] == run_a else run_a
+        raise StepBasisError(
+            f"run '{without[0]}' has no ProfilerStep (its figures would be per traced window) and run '{other}' "
+            f"has {steps[other]} (per step): they do not compare; diff two runs profiled with a torch.profiler "
+            "schedule (ProfilerStep#N), or two without")
+    return result
 
 
 def explain(db: Database, workload: str | None = None, extras: bool = True, run: str | None = None,
@@ -106,7 +121,10 @@ def _growth(db: Database, attribution: pl.DataFrame) -> pl.DataFrame:
     """The kernel families that grew most (time per step per GPU) at each step of each sweep."""
     frames = []
     for row in attribution.iter_rows(named=True):
-        diff = run_diff(db, row["from_run"], row["to_run"])
+        try:
+            diff = run_diff(db, row["from_run"], row["to_run"])
+        except StepBasisError:  # per step against per trace: no family grew by a figure that means anything
+            continue
         top = diff.filter(pl.col("delta_time_per_step_ns") > 0).head(TOP_FAMILIES)
         frames.append(top.with_columns(sweep=pl.lit(row["sweep"]), from_gpus=pl.lit(row["from_gpus"]),
                                        to_gpus=pl.lit(row["to_gpus"])))

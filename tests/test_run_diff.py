@@ -67,3 +67,32 @@ def test_run_diff_refuses_an_unknown_run_and_is_empty_without_runs(diff_db):
     with pytest.raises(QueryError, match="no run 'nope'"):
         query(diff_db, "run_diff", run_a="diff-2", run_b="nope")
     assert query(diff_db, "run_diff").is_empty()
+
+
+def test_a_run_without_profiler_steps_against_one_with_them_says_so(tmp_path):
+    # run c is A's kernels with its ProfilerStep annotations removed: its figures would be per traced
+    # window, A's per step, so diff refuses the pair in one line (run_diff the query stays numbers)
+    import json
+
+    from click.testing import CliRunner
+
+    from scaletrace.cli import main
+    from scaletrace.pipeline.store.db import connect
+    from scaletrace.reports.explain import StepBasisError, run_diff
+
+    write_run(tmp_path, A)
+    folder = write_run(tmp_path, SynthRun("diff-nostep", ranks=2, steps=3, compute_us=300, overlap_us=50,
+                                          transfer_us=100, kernel_mix=A.kernel_mix, workload="other"))
+    for trace in folder.glob("rank*.json"):
+        doc = json.loads(trace.read_text())
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if "ProfilerStep" not in e.get("name", "")]
+        trace.write_text(json.dumps(doc))
+    db = tmp_path / "t.duckdb"
+    assert not ingest([tmp_path], db=db, workers=1).errors
+    with connect(db) as database:
+        with pytest.raises(StepBasisError, match="run 'diff-nostep' has no ProfilerStep .* run 'diff-2' has 3"):
+            run_diff(database, "diff-2", "diff-nostep")
+        assert not run_diff(database, "diff-2", "diff-2").is_empty()  # both with steps: numbers
+    result = CliRunner().invoke(main, ["diff", "diff-nostep", "diff-2", "--db", str(db)])
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1 and "do not compare" in result.output
