@@ -43,7 +43,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scaletrace.pipeline.store import runsync, schema, write as store
+from scaletrace.pipeline.store import dbcheck, runsync, schema, write as store
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Rule
 from scaletrace.pipeline.read.decode import TraceError
 from scaletrace.pipeline.common import diskfull, interrupt
@@ -206,6 +206,21 @@ class Dataset:
             write_atomic(pa.table({"key": ["schema_version", "layout"],
                                    "value": [schema.SCHEMA_VERSION, "dataset"]}), meta)
         self.log_file = self.root / "ingest_log" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.parquet"
+
+    def check_version(self, con, run_dirs) -> None:
+        """Refuse a dataset written by a newer scaletrace, or one that holds traces an older one read
+        that this ingest (``run_dirs``) does not read again (``dbcheck.check_whole``)."""
+        meta = pq.read_table(self.root / "meta.parquet").to_pydict()
+        self.version = dict(zip(meta["key"], meta["value"])).get("schema_version")
+        dbcheck.refuse_newer(schema.Setup(frozenset(), {"schema_version": self.version or ""}), self.root)
+        dbcheck.check_whole(con, self.root, run_dirs, "dataset")
+
+    def mark_version(self, con) -> None:
+        """Record this schema version once no trace an older version read is left (its files'
+        columns are this version's, or read as NULL where an older one's small tables lack them)."""
+        if getattr(self, "version", None) != schema.SCHEMA_VERSION and not dbcheck.stale_traces(con):
+            write_atomic(pa.table({"key": ["schema_version", "layout"], "value": [schema.SCHEMA_VERSION, "dataset"]}),
+                         self.root / "meta.parquet")
 
     def lock(self, wait_s: float, on_wait: Callable[[str], None] | None) -> "_Lock":
         return _Lock(self.root / ".ingest.lock", wait_s, on_wait)
@@ -383,6 +398,12 @@ def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: Ing
     """ingest_dataset's work, its outcomes in ``report``."""
     with ds.lock(lock_wait_s, on_wait):
         con = ds.load_state()
+        try:  # an older version's traces outside this ingest: refused before anything is written
+            run_dirs, problems = discover(paths)
+            ds.check_version(con, run_dirs)
+        except BaseException:
+            con.close()
+            raise
         damaged = ds.drop_damaged(con)
         loaded_runs = _run_ids(con)
         last_log = time.monotonic()
@@ -397,7 +418,6 @@ def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: Ing
                 last_log = time.monotonic()
 
         try:
-            run_dirs, problems = discover(paths)
             for outcome in problems:
                 record(outcome)
                 log_outcome(con, outcome)
@@ -408,7 +428,7 @@ def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: Ing
                 record(outcome)
                 log_outcome(con, outcome)
             by_path = {str(f): run for run in runs for f in run.files}
-            known = runsync.known_shas(con, runs)
+            known = runsync.known_shas(con, runs, runsync.extract_identity(rules, keep_python))
             tasks = [TraceTask(str(f), run.run_id, run.manifest.ranks, len(run.files),
                                stored_others(con, run.run_id, f), known.get(str(f)), str(ds.root), rules,
                                keep_python, max_trace_bytes, on_cluster)
@@ -444,6 +464,7 @@ def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: Ing
                 ds.save_run(con, run.run_id)  # as refreshed (runs this ingest did not see are unchanged)
             _drop_abandoned_runs(con, ds, loaded_runs)
             ds.collect_garbage(con)
+            ds.mark_version(con)
         except OSError as exc:  # the driver's own writes: a full disk, a read-only file system
             raise _cannot_write(ds, exc) from None
         finally:

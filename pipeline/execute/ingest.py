@@ -96,6 +96,7 @@ class ParsedFile:
     extracted: Extracted | None = None  # None and no error: unchanged since the last ingest
     error: str | None = None  # one line: why the file cannot be ingested
     stat_key: str | None = None  # runsync.stat_key taken before the read (None: racy, or no stat)
+    extract_version: str = EXTRACT_VERSION  # what made the rows, with the options that change them (runsync)
 
 
 def path_list(paths: str | Path | Iterable[str | Path]) -> list[str | Path]:
@@ -255,6 +256,7 @@ def parse_file(path: str, known_sha: str | None, rules: tuple[Rule, ...], keep_p
         if hashing is not None:
             sha = hashing.result()
     result.sha256, result.file_bytes, result.stat_key = sha, nbytes, key
+    result.extract_version = runsync.extract_identity(rules, keep_python)
     return result
 
 
@@ -397,10 +399,10 @@ def ingest(
             on_outcome(outcome)
 
     run_dirs, problems = discover(paths)
-    con, fresh = _open(db, lock_wait_s, on_wait)
+    con, fresh = _open(db, lock_wait_s, on_wait, run_dirs)
     stopped = None  # the error of a full disk, said once the database is closed
     try:
-        runs, tasks = _plan(con, run_dirs, problems, record, meta)
+        runs, tasks = _plan(con, run_dirs, problems, record, meta, runsync.extract_identity(rules, keep_python))
         if tasks:
             con.close()  # workers are forked with no DuckDB instance (and its threads) alive
             con = None
@@ -425,7 +427,7 @@ def ingest(
     return report
 
 
-def _open(db, lock_wait_s: float, on_wait) -> tuple[duckdb.DuckDBPyConnection, bool]:
+def _open(db, lock_wait_s: float, on_wait, run_dirs=()) -> tuple[duckdb.DuckDBPyConnection, bool]:
     """A connection to ``db`` once it is known to be new, empty or scaletrace's (dbcheck), and whether
     it is a copy of the template (its stored definitions are this version's; else they are written
     later).  A new file that a full disk stopped half set up (0 bytes, or torn) is removed: DuckDB
@@ -433,7 +435,7 @@ def _open(db, lock_wait_s: float, on_wait) -> tuple[duckdb.DuckDBPyConnection, b
     new = str(db) != ":memory:" and not os.path.lexists(db) and not os.path.lexists(f"{db}.wal")
     try:
         fresh = template.place(db)  # a new file: a copy of this version's set-up (~0.3 s of DDL saved)
-        return dbcheck.open_for_write(db, lock_wait_s, on_wait), fresh
+        return dbcheck.open_for_write(db, lock_wait_s, on_wait, reading=run_dirs), fresh
     except Exception as exc:
         if not diskfull.no_room(exc):
             raise
@@ -445,7 +447,8 @@ def _open(db, lock_wait_s: float, on_wait) -> tuple[duckdb.DuckDBPyConnection, b
         raise diskfull.disk_full(db, "the new database was not created") from exc
 
 
-def _plan(con, run_dirs: dict[Path, list[Path]], problems: list[Outcome], record, meta: dict | None):
+def _plan(con, run_dirs: dict[Path, list[Path]], problems: list[Outcome], record, meta: dict | None,
+          identity: str = EXTRACT_VERSION):
     """The runs, and the files to parse as (path, run, stored sha256): a stored file whose stat is
     what it was when read is unchanged without being read (pipeline/store/runsync.py)."""
     for outcome in problems:
@@ -456,7 +459,7 @@ def _plan(con, run_dirs: dict[Path, list[Path]], problems: list[Outcome], record
     for outcome in gone:
         record(outcome)
     log_outcomes(con, gone)
-    known = runsync.known_files(con, runs)  # a trace re-keyed by an edited run.json is parsed again
+    known = runsync.known_files(con, runs, identity)  # re-keyed by an edited run.json, or other options: parsed again
     tasks, same = [], []
     for run in runs:
         for f in run.files:
@@ -970,7 +973,7 @@ def trace_row(path: Path, run_id: str, rank: int, rank_source: str, parsed: Pars
         bytes=parsed.file_bytes, json_bytes=parsed.json_bytes, num_events=meta.num_events, host=meta.host,
         pid=meta.pid, device_name=meta.device_name, world_size=meta.world_size, backend=meta.backend,
         nccl_version=meta.nccl_version, base_time_ns=meta.base_time_ns, ts_fractional=meta.ts_fractional,
-        trace_mode=meta.trace_mode, extract_version=EXTRACT_VERSION, stat_key=parsed.stat_key)
+        trace_mode=meta.trace_mode, extract_version=parsed.extract_version, stat_key=parsed.stat_key)
 
 
 def stored_outcome(trace: store.TraceRow, zero_duration_events: int, notes: tuple = ()) -> Outcome:

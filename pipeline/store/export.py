@@ -192,7 +192,10 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     Each has the schema's columns, in its order and of its types (hive partition values come
     back as text).  The per-trace tables keep only rows whose trace has a record in ``traces``: a
     dataset's parts being written, or left by a task that died, are not read.  A table with no
-    files is the schema's empty table."""
+    files is the schema's empty table.  A column the files lack (written by an older version) is
+    NULL; then, as a database file is, the directory is refused in one line when this version
+    cannot answer from it (``dbcheck.check_readable``: traces an older version read), or when a
+    part of a trace lacks one of its table's columns (hand-edited, or another tool's)."""
     directory = Path(directory)
     if not (directory / "meta.parquet").is_file():
         raise DatabaseError(f"{directory}: not a scaletrace Parquet export or dataset (no meta.parquet); "
@@ -203,6 +206,7 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     con.execute(SCHEMA_SQL.read_text())  # the empty typed tables: column order and types of every view
     in_memory = _event_bytes(directory) <= (physical_memory_bytes() or 8 << 30) // IN_MEMORY_FRACTION
     dataset = (directory / "traces").is_dir() and not (directory / "traces.parquet").exists()
+    lacking: list[tuple[Path, list[str]]] = []  # (part, the columns it lacks) of the per-trace tables
     renamed = None  # {folder value: run id}, once runs and traces are read (they come first in TABLES)
     for table in TABLES:
         if renamed is None and table in PARTITIONED:
@@ -212,7 +216,14 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
             continue
         columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
                               "ORDER BY column_index", [table]).fetchall()
-        select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' for name, typ in columns)
+        keys = PARTITIONED.get(table, ()) if not files[0].parent == directory else ()
+        held = _columns_of(con, files)  # None: a file's footer cannot be read (_create names it)
+        present = set(keys).union(*held.values()) if held else {name for name, _ in columns}
+        select = ", ".join(f'CAST("{name}" AS {typ}) AS "{name}"' if name in present else
+                           f'CAST(NULL AS {typ}) AS "{name}"' for name, typ in columns)
+        if held and table in PER_TRACE_TABLES:
+            lacking += [(path, missed) for path, names in held.items()
+                        if (missed := [name for name, _ in columns if name not in names and name not in keys])]
         # a dataset's part is read only where its trace's commit record puts it: a copy elsewhere
         # (cp -a, a restored folder) is never a second reading of the same trace
         where = (" WHERE (CAST(trace_id AS BIGINT), CAST(run_id AS VARCHAR), TRY_CAST(rank AS INTEGER)) IN "
@@ -225,10 +236,62 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
             files = [f for f in files if whole_parquet(f) or damaged(f, ValueError("not a whole Parquet file"))]
             if not files:
                 continue
-        _create(con, kind, table, select, files, PARTITIONED.get(table, ()) if not files[0].parent == directory
-                else (), where, bool(renamed))
-    register_definitions(con, directory)
+        _create(con, kind, table, select, files, keys, where, bool(renamed))
+    try:
+        register_definitions(con, directory)
+        _check_parts(con, directory, dataset, lacking)
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _columns_of(con, files: list[Path]) -> dict[Path, set[str]] | None:
+    """The top-level column names of each whole file (one query over their footers, which the
+    reads after it find cached); None when one cannot be read."""
+    whole = [f for f in files if whole_parquet(f)]
+    try:
+        rows = con.execute(f"SELECT file_name, name, num_children FROM parquet_schema([{', '.join(map(sql_path, whole))}])"
+                           ).fetchall() if whole else []
+    except duckdb.Error:
+        return None
+    by_file: dict[str, list[tuple[str, int]]] = {}
+    for file_name, name, children in rows:
+        by_file.setdefault(file_name, []).append((name, children or 0))
+    return {path: _top_level(by_file.get(str(path), [])) for path in whole}
+
+
+def _top_level(elements: list[tuple[str, int]]) -> set[str]:
+    """The root's children among a file's schema elements (depth first: each with its number of children)."""
+    names, i = set(), 1
+
+    def skip(i: int) -> int:
+        count = elements[i][1]
+        i += 1
+        for _ in range(count):
+            i = skip(i)
+        return i
+
+    for _ in range(elements[0][1] if elements else 0):
+        names.add(elements[i][0])
+        i = skip(i)
+    return names
+
+
+def _check_parts(con, directory: Path, dataset: bool, lacking: list[tuple[Path, list[str]]]) -> None:
+    """Refuse what this version cannot answer from (``dbcheck.check_readable``), then a part of a
+    committed trace that lacks a column of its table (a dataset's uncommitted parts are never read)."""
+    from scaletrace.pipeline.store import dbcheck
+
+    dbcheck.check_readable(con, directory, "dataset" if dataset else "export")
+    if dataset and lacking:
+        committed = {str(t) for (t,) in con.execute("SELECT trace_id FROM traces").fetchall()}
+        lacking = [(path, missed) for path, missed in lacking if path.stem in committed]
+    if lacking:
+        path, missed = lacking[0]
+        more = f" (and {len(lacking) - 1} more parts)" if len(lacking) > 1 else ""
+        raise DatabaseError(f"{path}: a part without column{'s' * (len(missed) > 1)} {', '.join(missed)}{more}, "
+                            "not as scaletrace wrote it; put the part back, or ingest its traces into a new dataset")
 
 
 def whole_parquet(path: Path) -> bool:
