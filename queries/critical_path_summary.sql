@@ -1,26 +1,31 @@
 -- name: critical_path_summary
--- description: Per profiled step, the critical path's length, its time by kind and by rank, the op that cost most, and how much exposed communication blocks.
+-- description: Per profiled step, the critical path's length, its time by kind and by rank, the op that cost most, and how much of its communication blocks.
 -- grain: one row per run × step (GPU traces with ProfilerStep annotations)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- cpu_only: CPU-only traces have no launches or device events to follow, so no critical path
 -- From critical_path's segments.  path_ns = Σ segment durations; step_ns =
--- the slowest rank's step time (critical_path_steps, computed apart: the two
--- are equal).  <kind>_ns = the path's time in each kind (critical_path lists
+-- the slowest rank's step window (critical_path_steps, computed apart: the two
+-- are equal; a rank's consecutive windows never overlap, so where the device
+-- runs behind the host it is the device's step period).  <kind>_ns = the path's time in each kind (critical_path lists
 -- the kinds).  num_ranks = ranks the path runs through; by_rank = the path's
 -- time per rank (rank, ns), most first; top_rank / top_rank_ns = the first of
 -- them.  top_op, top_op_kind, top_op_rank, top_op_ns: the (rank, kind, name)
 -- with the most path time.  exposed_comm_ns = the step's exposed
 -- communication (Σ |event \ U(compute)| over the comm events the step
--- launched), the mean over the run's ranks in the step; blocking_comm_ns = the
--- part of the path's comm_transfer and comm_wait segments outside its rank's
--- compute (communication that is exposed and on the path: it cost step
--- time); blocking_comm_pct_of_exposed_comm = 100 · blocking ÷ exposed (NULL
--- when nothing is exposed).  has_sync_events: the run's traces hold CUDA sync
+-- launched), the mean over the run's ranks in the step; path_comm_ns = the
+-- communication on the path (comm_transfer_ns + comm_wait_ns);
+-- blocking_comm_ns = the part of it outside its rank's compute (communication
+-- that is exposed and on the path: it cost step time), so blocking_comm_ns ≤
+-- path_comm_ns; blocking_comm_pct_of_path_comm = 100 · blocking ÷ path_comm,
+-- at most 100 (NULL when no communication is on the path).
+-- blocking and exposed are not in one frame (the path runs across ranks,
+-- exposed is a mean over them), so neither is given as a share of the other.
+-- has_sync_events: the run's traces hold CUDA sync
 -- events.  cross_stream_basis: where the path's cross-stream waits come from —
 -- 'sync events' (every GPU trace of the run records its stream waits:
 -- critical_path_waits), 'inferred' (none does: a wait is inferred from the
 -- times, another stream's event that ended within 20 µs before), 'mixed'.
--- Units: *_ns nanoseconds, *_pct_of_exposed_comm percent.
+-- Units: *_ns nanoseconds, *_pct_of_path_comm percent.
 WITH seg AS (
     SELECT * FROM critical_path_rows($run_id)
 ),
@@ -89,7 +94,7 @@ joined AS (
            k.host_gap_ns, k.num_ranks, r.by_rank, r.top_rank, r.top_rank_ns,
            o.top.name AS top_op, o.top.kind AS top_op_kind, o.top.rank AS top_op_rank, o.top.ns AS top_op_ns,
            round(coalesce(e.exposed_sum_ns, 0) / w.ranks_in_step)::BIGINT AS exposed_comm_ns,
-           coalesce(b.blocking_comm_ns, 0) AS blocking_comm_ns,
+           k.comm_transfer_ns + k.comm_wait_ns AS path_comm_ns, coalesce(b.blocking_comm_ns, 0) AS blocking_comm_ns,
            coalesce(y.has_sync_events, false) AS has_sync_events,
            CASE WHEN coalesce(ws.synced, 0) = 0 THEN 'inferred' WHEN ws.synced = ws.gpu_traces THEN 'sync events'
                 ELSE 'mixed' END AS cross_stream_basis
@@ -103,7 +108,8 @@ joined AS (
     LEFT JOIN waits ws USING (run_id)
 )
 SELECT * EXCLUDE (has_sync_events, cross_stream_basis),
-       100.0 * blocking_comm_ns / nullif(exposed_comm_ns, 0) AS blocking_comm_pct_of_exposed_comm, has_sync_events,
+       100.0 * blocking_comm_ns / nullif(path_comm_ns, 0) AS blocking_comm_pct_of_path_comm,
+       has_sync_events,
        cross_stream_basis
 FROM joined
 ORDER BY run_id, step

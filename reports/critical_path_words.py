@@ -2,8 +2,11 @@
 
 'Step 10's critical path (19.9 ms, the slowest rank's step: rank 1) runs through 4 ranks; rank 7
 holds 68 % of it, and the op that cost the most path time is rank 7's host gap (no recorded op):
-55 % (10.9 ms); by kind: host gap 64 %, cpu op 35 %, transfer 0.5 %; blocking communication is
-1.7 % of the step's exposed communication.'
+55 % (10.9 ms); by kind: host gap 64 %, cpu op 35 %, transfer 0.5 %; 71.0 µs of communication on the
+path is outside compute (blocking: 100 % of the path's communication).'
+
+Every share has a denominator that bounds it: the path (a rank's, an op's, a kind's time on it) or
+the communication on the path (the blocking part of it).
 
 The step named is the run's longest path (its slowest step); with several steps the sentence says
 in how many of them the same rank held the most path time.  Built from values, left out when the
@@ -60,9 +63,11 @@ def path_sentence(steps: pl.DataFrame) -> str | None:
     kinds = sorted(((s[f"{k}_ns"], k) for k in KIND_WORDS if s.get(f"{k}_ns")), reverse=True)[:TOP_KINDS]
     if kinds:
         text += "; by kind: " + ", ".join(f"{KIND_WORDS[k]} {share(100 * ns / path)}" for ns, k in kinds)
-    if present(s.get("blocking_comm_pct_of_exposed_comm")):
-        text += (f"; communication on the path (blocking) is {share(s['blocking_comm_pct_of_exposed_comm'])} "
-                 "of the step's exposed communication")
+    if present(s.get("blocking_comm_pct_of_path_comm")) and not s["blocking_comm_ns"]:
+        text += "; the communication on the path is all under compute (none of it blocking)"
+    elif present(s.get("blocking_comm_pct_of_path_comm")):
+        text += (f"; {duration(s['blocking_comm_ns'])} of communication on the path is outside compute (blocking: "
+                 f"{share(s['blocking_comm_pct_of_path_comm'])} of the path's communication)")
     if steps.height > 1:
         same = steps.filter(pl.col("top_rank") == s["top_rank"]).height
         text += f"; rank {s['top_rank']} holds the most path time in {same} of the {steps.height} steps"

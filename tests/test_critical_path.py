@@ -180,10 +180,9 @@ def test_a_slow_kernel_on_one_rank_bounds_the_step(tmp_path):
         t = sc.times(row["step"])
         waits = [t[2]["ar0"] - t[r]["ar0"] for r in range(sc.ranks)]
         assert row["exposed_comm_ns"] == round(sum(w + sc.transfer_us for w in waits) / sc.ranks * US)
-        # on the path: the transfer only (the waiting ranks' wait is off the path)
-        assert row["blocking_comm_ns"] == sc.transfer_us * US
-        assert row["blocking_comm_pct_of_exposed_comm"] == pytest.approx(
-            100 * sc.transfer_us / (sum(waits) / sc.ranks + sc.transfer_us))
+        # on the path: the transfer only (the waiting ranks' wait is off the path), none under compute
+        assert row["blocking_comm_ns"] == row["comm_transfer_ns"] == sc.transfer_us * US
+        assert row["blocking_comm_pct_of_path_comm"] == pytest.approx(100)
 
 
 def test_a_collective_whose_transfer_dominates(tmp_path):
@@ -194,7 +193,7 @@ def test_a_collective_whose_transfer_dominates(tmp_path):
         assert row["top_op_kind"] == "comm_transfer" and row["top_op_ns"] == 3000 * US
         assert row["comm_transfer_ns"] > 0.5 * row["path_ns"]
         assert row["exposed_comm_ns"] == row["blocking_comm_ns"] == 3000 * US  # all of it on the path
-        assert row["blocking_comm_pct_of_exposed_comm"] == pytest.approx(100)
+        assert row["blocking_comm_pct_of_path_comm"] == pytest.approx(100)
 
 
 def test_communication_fully_hidden_is_not_on_the_path(tmp_path):
@@ -208,7 +207,7 @@ def test_communication_fully_hidden_is_not_on_the_path(tmp_path):
                                    "launch_delay": sc.launch_delay_us, "compute_kernel": 100 + 400,
                                    "comm_transfer": 0, "comm_wait": 0, "cpu_op": 2, "memory": 0})
         assert row["exposed_comm_ns"] == 0 and row["blocking_comm_ns"] == 0
-        assert row["blocking_comm_pct_of_exposed_comm"] is None
+        assert row["blocking_comm_pct_of_path_comm"] is None  # no communication on the path
         assert row["num_ranks"] == 1
     assert "flash_fwd_kernel" in path["name"].to_list()
 
@@ -792,3 +791,299 @@ def test_a_slow_ranks_kernels_and_its_all_reduce_bound_every_step(tmp_path, wait
             assert device.row(-1, named=True)["kind"] == "comm_transfer"
             assert (device.row(-1, named=True)["name"], device.row(-1, named=True)["dur_ns"]) == (
                 AR_NAME, sc.transfer_us * US)
+
+
+# --- a host that waits for its GPU with no call recorded: launches just in time ---------------------
+
+JIT_KERNELS = (("sm90_xmma_gemm_bf16bf16_bf16f32", 120), ("flash_fwd_kernel", 150),
+               ("void at::native::vectorized_elementwise_kernel<4>", 90), ("flash_bwd_dq_dk_dv_loop_kernel", 200),
+               ("sm90_xmma_gemm_bf16bf16_bf16f32", 110), ("void at::native::reduce_kernel<512, 1>", 160))
+
+
+@dataclass
+class JustInTimeSweep:
+    """A data-parallel run (µs, one clock) whose hosts are held by their GPUs with nothing recorded:
+    each host launches its next kernel only as its stream drains (a host that polls, a throttled
+    launch queue), so no call blocks and no host gap holds a call.  Each step: `host_us` of host
+    work, then the six compute kernels of JIT_KERNELS on stream 7 (each launch call lasts 4 µs),
+    rank `slow`'s `slow_factor` times longer.  Kernel 1 starts `launch_delay_us` after its call.
+    Kernel n > 1 is launched just in time: for even n `launch_delay_us` before kernel n-1 ends (it
+    starts as that one ends: the GPU does not idle), for odd n `late_us` after it ends (it starts
+    `late_us` + `launch_delay_us` after: the GPU idles only the launch's latency).  The all_reduce
+    (stream 20) is launched `launch_delay_us` before the last kernel ends and starts 1 µs after it,
+    ending on every rank `transfer_us` after the last rank arrived.  The step's end, by `end`:
+
+    * "sync": the host waits in a cudaDeviceSynchronize that returns 2 µs after the all_reduce
+      ends, then works `tail_us` more;
+    * "poll": the host waits for the all_reduce with nothing recorded and leaves the step 2 µs
+      after it ends (the step's last host gap is a wait as well)."""
+
+    ranks: int
+    end: str
+    slow: int = 1
+    slow_factor: float = 1.5
+    steps: int = 3
+    host_us: int = 10
+    call_us: int = 4
+    launch_delay_us: int = 5
+    late_us: int = 2
+    transfer_us: int = 50
+    tail_us: int = 30
+
+    def kernels(self, rank: int) -> list[tuple[str, int]]:
+        factor = self.slow_factor if rank == self.slow else 1
+        return [(name, round(dur * factor)) for name, dur in JIT_KERNELS]
+
+    def late(self, n: int) -> bool:
+        """Kernel n (1-based) is launched after kernel n - 1 ended (odd n > 1)."""
+        return n > 1 and n % 2 == 1
+
+    def schedule(self, rank: int) -> list[tuple[str, int, int, int]]:
+        """(name, launch call start, kernel start, kernel end), after the step's start."""
+        out, k_end = [], None
+        for n, (name, dur) in enumerate(self.kernels(rank), 1):
+            if n == 1:
+                launch = self.host_us
+            else:
+                launch = k_end + self.late_us if self.late(n) else k_end - self.launch_delay_us
+            k0 = max(launch + self.launch_delay_us, k_end or 0)
+            out.append((name, launch, k0, k0 + dur))
+            k_end = k0 + dur
+        return out
+
+    def arrival(self, rank: int) -> int:
+        return self.schedule(rank)[-1][3] + 1
+
+    def step_us(self) -> int:
+        last = max(self.arrival(r) for r in range(self.ranks))
+        return last + self.transfer_us + 2 + (self.tail_us if self.end == "sync" else 0)
+
+    def events(self, rank: int) -> list[dict]:
+        rec = _Recorder()
+        ev, call, kernel = rec.events, rec.call, rec.kernel
+
+        span = self.step_us()
+        last = max(self.arrival(r) for r in range(self.ranks))
+        for step in range(self.steps):
+            s0 = step * span
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": s0, "dur": span, "args": {}})
+            sched = self.schedule(rank)
+            for name, launch, k0, k1 in sched:
+                kernel(name, s0 + k0, k1 - k0, 7, call("cudaLaunchKernel", s0 + launch, self.call_us))
+            ar_launch = s0 + sched[-1][3] - self.launch_delay_us
+            ar0, ar1 = s0 + self.arrival(rank), s0 + last + self.transfer_us
+            kernel(AR_NAME, ar0, ar1 - ar0, 20, call("cudaLaunchKernel", ar_launch, self.call_us),
+                   **{"Collective name": "allreduce", "Process Group Name": "0", "Group size": self.ranks,
+                      "dtype": "Float", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20})
+            if self.end == "sync":
+                sync0 = ar_launch + self.call_us + 1
+                call("cudaDeviceSynchronize", sync0, ar1 + 2 - sync0)
+        return ev
+
+    def write(self, root: Path) -> Path:
+        return _write_run(root / f"jit-{self.end}-{self.ranks}", self.ranks, self.events)
+
+
+@pytest.mark.parametrize("end", ["sync", "poll"])
+def test_a_host_held_by_its_gpu_puts_the_slow_ranks_kernels_on_the_path(tmp_path, end):
+    """Worked out by hand.  Every rank's step is as long (rank 0, the lowest, is the slowest on the
+    tie) and ends 2 µs after the all_reduce (+ the tail after a sync).  The all_reduce ended
+    `transfer` after the slow rank arrived, 1 µs after its last kernel.  Back from there on the slow
+    rank: a kernel launched early started as the one before it ended (stream order); a kernel
+    launched late waited `launch_delay` for its launch, and the host gap before that launch (no call
+    in it, at least 50 µs, stream 7 busy through it) ended `late_us` after the kernel before it
+    ended: the host waited for that kernel, so the path goes on through it, not along the host.  So
+    the path, from the step's start: the slow rank's host (host_us), the first launch delay, its six
+    kernels, and for each late launch its `late_us` of host and its launch delay; 1 µs until its
+    all_reduce started, the transfer; the wait's return (2 µs: the sync's, or the host gap after a
+    poll) and the tail on rank 0."""
+    sweep = [JustInTimeSweep(ranks=n, end=end) for n in (2, 4)]
+    runs = [sc.write(tmp_path) for sc in sweep]
+    db = tmp_path / "jit.duckdb"
+    report = ingest(runs, db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    path, summary = query(db, "critical_path"), query(db, "critical_path_summary")
+    for sc, run in zip(sweep, runs):
+        mine = summary.filter(pl.col("run_id") == run.name)
+        assert mine.height == sc.steps
+        lates = sum(sc.late(n) for n in range(1, len(JIT_KERNELS) + 1))
+        compute = sum(d for _, d in sc.kernels(sc.slow))
+        returned = {"cpu_op": 2, "host_gap": sc.tail_us} if end == "sync" else {"cpu_op": 0, "host_gap": 2}
+        expected = {"host_gap": sc.host_us + lates * sc.late_us + returned["host_gap"],
+                    "launch_delay": sc.launch_delay_us + lates * sc.launch_delay_us + 1,
+                    "compute_kernel": compute, "comm_transfer": sc.transfer_us, "comm_wait": 0,
+                    "cpu_op": returned["cpu_op"], "memory": 0}
+        assert sum(expected.values()) == sc.step_us()
+        for row in mine.iter_rows(named=True):
+            assert row["slowest_rank"] == 0 and row["path_ns"] == row["step_ns"] == sc.step_us() * US
+            assert _kinds(row) == _us(expected)
+            assert row["top_rank"] == sc.slow and row["top_op_kind"] == "compute_kernel"
+            step = path.filter((pl.col("run_id") == run.name) & (pl.col("step") == row["step"]))
+            kernels = step.filter(pl.col("kind") == "compute_kernel")
+            assert list(kernels.select("rank", "name", "dur_ns").iter_rows()) == [
+                (sc.slow, name, dur * US) for name, dur in sc.kernels(sc.slow)]
+
+
+@dataclass
+class BehindTrace:
+    """One rank (µs) whose GPU falls further behind its host every step, nothing synchronizing:
+    each step's annotation lasts `cpu_us` (back to back); `host_us` into it the host launches the
+    kernels of JIT_KERNELS on stream 7, a 4 µs call every `launch_gap_us`; each kernel starts
+    `launch_delay_us` after its call, or when the one before it (of this step or an earlier one)
+    ends.  The kernels of a step take longer than the step's annotation, so step n's kernels start
+    when step n-1's end."""
+
+    steps: int = 5
+    cpu_us: int = 600
+    host_us: int = 5
+    launch_gap_us: int = 6
+    launch_delay_us: int = 5
+
+    def device_us(self) -> int:
+        return sum(d for _, d in JIT_KERNELS)
+
+    def device_end(self, step: int) -> int:
+        """The end of step n's kernels: step 0's run back to back from its first launch + delay, each
+        later step's from the end of the one before (its launches came earlier: the host is ahead)."""
+        return self.host_us + self.launch_delay_us + (step + 1) * self.device_us()
+
+    def events(self, rank: int) -> list[dict]:
+        rec = _Recorder()
+        k_end = 0
+        for step in range(self.steps):
+            s0 = step * self.cpu_us
+            rec.events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+                               "tid": 1, "ts": s0, "dur": self.cpu_us, "args": {}})
+            launch = s0 + self.host_us
+            for name, dur in JIT_KERNELS:
+                k0 = max(launch + self.launch_delay_us, k_end)
+                rec.kernel(name, k0, dur, 7, rec.call("cudaLaunchKernel", launch, 4))
+                k_end, launch = k0 + dur, launch + self.launch_gap_us
+            assert k_end == self.device_end(step)
+        return rec.events
+
+
+def test_a_gpu_behind_its_host_has_a_path_of_its_step_period(tmp_path):
+    """Worked out by hand.  Step n's window runs from the end of step n-1's (its kernels' end) to the
+    end of its own kernels: the device's step period, Σ of the six kernels, for every step after the
+    first; the first runs from its annotation's start (host_us of host, the launch delay, then its
+    kernels).  The path is the step's kernels in stream order.  Measured from the annotation's start
+    instead, the window would grow by (device − cpu) every step as the GPU falls behind."""
+    sc = BehindTrace()
+    assert sc.device_us() > sc.cpu_us  # the GPU falls behind by device − cpu every step
+    run = _write_run(tmp_path / "behind", 1, sc.events)
+    db = tmp_path / "behind.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    summary = query(db, "critical_path_summary")
+    assert summary["step"].to_list() == list(range(sc.steps))
+    for row in summary.iter_rows(named=True):
+        n = row["step"]
+        if n == 0:
+            expected = {"host_gap": sc.host_us, "launch_delay": sc.launch_delay_us, "compute_kernel": sc.device_us()}
+        else:
+            expected = {"compute_kernel": sc.device_us()}
+            assert sc.device_end(n) - sc.device_end(n - 1) == sc.device_us()
+        assert row["path_ns"] == row["step_ns"] == sum(expected.values()) * US
+        assert _kinds(row) == _us({"host_gap": 0, "launch_delay": 0, "cpu_op": 0, "memory": 0, "comm_transfer": 0,
+                                   "comm_wait": 0, **expected})
+    # the windows tile the trace from the first step's start to the last kernel's end
+    assert summary["path_ns"].sum() == sc.device_end(sc.steps - 1) * US
+
+
+def test_blocking_communication_is_a_share_of_the_communication_on_the_path(tmp_path):
+    """Two ranks; rank 1's kernel is 200 µs slower, so rank 0's all_reduce [116, 366) waits for it
+    (rank 1 arrives at 10 + 5 + 300 + 1 = 316; the transfer ends at 316 + 50 = 366).  Rank 0's second
+    kernel (hide) runs [115, 336): the path's transfer segment, [316, 366) on rank 0, is under rank
+    0's compute for 336 − 316 = 20 µs, so 30 µs of it blocks: 60 % of the communication on the path
+    (the transfer, no wait).  The step's exposed communication, a mean over the ranks, is another
+    frame (rank 0's exposed 366 − 336 = 30 µs; rank 1's all_reduce [316, 366) is under its own hide
+    kernel [315, 536): 0; the mean 15 µs), and no share of it is given."""
+    sc = Scenario(ranks=2, compute_us={1: 300}, hide_us=221)
+    t = sc.times(0)
+    assert (t[0]["k1"], t[0]["h1"], t[1]["ar0"], t[0]["ar1"]) == (115, 336, 316, 366)
+    _, summary = _paths(tmp_path, sc)
+    for row in summary.iter_rows(named=True):
+        assert row["path_comm_ns"] == row["comm_transfer_ns"] + row["comm_wait_ns"] == 50 * US
+        assert row["blocking_comm_ns"] == 30 * US
+        assert row["blocking_comm_pct_of_path_comm"] == pytest.approx(60)
+        assert row["exposed_comm_ns"] == (30 + 0) // 2 * US
+        assert "blocking_comm_pct_of_exposed_comm" not in row
+
+
+# --- the identities on the real traces ------------------------------------------------------------
+
+def _raw_step_windows(path: Path) -> dict:
+    """Per ProfilerStep of one rank's raw JSON (µs): its annotation's start and end, and the end of
+    the device events it launched (their runtime call, by correlation, inside the annotation)."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    calls = {e["args"]["correlation"]: e["ts"] for e in events
+             if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    ends = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in calls:
+            ts = calls[e["args"]["correlation"]]
+            for n, (a, b) in steps.items():
+                if a <= ts < b:
+                    ends[n] = max(ends.get(n, 0), e["ts"] + e["dur"])
+    return {n: (a, b, ends.get(n, b)) for n, (a, b) in steps.items()}
+
+
+def test_a_real_trace_whose_gpu_falls_behind_has_paths_of_its_step_period(shared_db):
+    """hta-ns-resolution's GPU falls behind its host (the annotations grow to 95.6 ms; each step's
+    kernels end up to 185 ms after its annotation starts).  From the raw JSON: each step's window
+    runs from the later of its annotation's start and the previous step's end to the later of its
+    annotation's end and its device work's end; the path is that long (within 2 µs: the trace's
+    timestamps are fractional µs), never longer than the longer of the CPU step and the device's
+    step period after the first step, and never grows as the GPU falls further behind."""
+    raw = _raw_step_windows(SHARED_TRACES / "hta-ns-resolution" / "rank0.json.gz")
+    summary = query(shared_db, "critical_path_summary", run_id="hta-ns-resolution")
+    assert summary["step"].to_list() == sorted(raw)
+    previous = None
+    for row in summary.iter_rows(named=True):
+        start, host_end, device_end = raw[row["step"]]
+        end = max(host_end, device_end, previous or 0)
+        window = end - max(start, previous or start)
+        assert abs(row["path_ns"] - window * US) <= 2 * US and row["path_ns"] == row["step_ns"]
+        if previous is not None:
+            assert row["path_ns"] <= max(host_end - start, device_end - previous) * US + 2 * US
+        assert device_end - start < 2 * window  # measured from the annotation's start it would not be
+        previous = end
+    later = summary["path_ns"][1:]
+    assert later.max() - later.min() < 0.01 * later.mean()  # the device's period, not a growing lag
+
+
+def test_every_shared_run_keeps_the_identities_of_its_path(shared_db):
+    """On every rank of every shared run the step windows tile its timeline: each lies in
+    [annotation start, max(annotation end, device end)), starts at the later of its annotation's
+    start and the previous window's end, and is no longer than the longer of the CPU step and the
+    device's step period.  Each step's path is its slowest rank's window; the blocking communication
+    is part of the communication on the path, and its share of it at most 100 %."""
+    from scaletrace.pipeline import connect
+
+    with connect(shared_db) as database:
+        steps = database.sql("SELECT * FROM critical_path_steps(NULL) ORDER BY trace_id, host_start_ns, step")
+    assert steps.height > 0
+    for part in steps.partition_by("trace_id"):
+        previous, previous_device = None, None
+        for r in part.iter_rows(named=True):
+            device_end = r["device_end_ns"] if r["device_end_ns"] is not None else r["host_end_ns"]
+            assert r["end_ns"] == max(r["host_end_ns"], device_end, previous or 0)
+            assert r["start_ns"] == max(r["host_start_ns"], previous or 0)
+            assert r["step_ns"] == max(0, r["end_ns"] - r["start_ns"])
+            if previous is not None:
+                assert r["step_ns"] <= max(r["host_end_ns"] - r["host_start_ns"], device_end - previous_device)
+            previous = r["end_ns"]
+            previous_device = max(previous_device or 0, device_end)
+    summary = query(shared_db, "critical_path_summary")
+    slowest = steps.filter(pl.col("is_slowest")).group_by("run_id", "step").agg(pl.col("step_ns").max())
+    joined = summary.join(slowest, on=["run_id", "step"], suffix="_slowest")
+    assert joined.height == summary.height and (joined["path_ns"] == joined["step_ns_slowest"]).all()
+    on_path = summary["comm_transfer_ns"] + summary["comm_wait_ns"]
+    assert (summary["path_comm_ns"] == on_path).all()
+    assert (summary["blocking_comm_ns"] >= 0).all() and (summary["blocking_comm_ns"] <= on_path).all()
+    pct = summary["blocking_comm_pct_of_path_comm"].drop_nulls()
+    assert ((pct >= 0) & (pct <= 100)).all()
+    assert summary.filter(on_path == 0)["blocking_comm_pct_of_path_comm"].null_count() == (on_path == 0).sum()

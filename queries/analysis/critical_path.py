@@ -109,6 +109,25 @@ def waited_for(g: _Graph, i: int) -> int | None:
     return d if held_ns >= BLOCKED_CALL_NS and 0 <= g.end_ns[i] - g.end_ns[d] <= WAIT_SLACK_NS else None
 
 
+def drained(g: _Graph, j: int | None, gap_start: int, t: int) -> int | None:
+    """Device event j, when the host waited for it through a host gap [gap_start, t) in which no call
+    was recorded: the gap lasted at least BLOCKED_CALL_NS (a few µs between two calls is the host's
+    own overhead), j's stream was busy through it (no idle piece longer than WAIT_SLACK_NS from
+    within WAIT_SLACK_NS of its start) and j, the work queued ahead of the host's next launch, ended
+    within WAIT_SLACK_NS of t: the host went on as the stream drained (a host that polls, a launch
+    queue's throttle, a wait no runtime call records).  None otherwise."""
+    if (j is None or g.side[j] != "gpu" or t - gap_start < BLOCKED_CALL_NS or not gap_start < g.end_ns[j]
+            or abs(g.end_ns[j] - t) > WAIT_SLACK_NS):
+        return None
+    m, begin = j, g.start_ns[j]
+    while begin > gap_start + WAIT_SLACK_NS:  # back along the stream to the gap's start, without a long idle
+        m = g.prev_idx[m]
+        if m is None or g.end_ns[m] < begin - WAIT_SLACK_NS:
+            return None
+        begin = min(begin, g.start_ns[m])
+    return j
+
+
 def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infer: bool = True) -> list[tuple]:
     """Segments (node idx or -1, kind, name, start, end, (trace, rank, lane)) from ``t`` back to ``lo``,
     latest first.  ``end_idx`` is the node the path ends in (-1: none; then ``host_lane`` names the
@@ -168,6 +187,11 @@ def walk(g: _Graph, end_idx: int, t: int, lo: int, host_lane: tuple | None, infe
         if wait is not None and (ready is None or g.end_ns[wait] > ready) and (
                 side == "cpu" or t - g.end_ns[wait] <= WAIT_SLACK_NS):
             best, ready = wait, g.end_ns[wait]  # waited for another stream, or woken by another thread
+        if infer and side == "cpu" and kind != "collective_op" and g.target_idx[i] is not None:
+            # the stream the next launch targets busy through the host gap: the host waited for it
+            d = drained(g, g.prev_idx[g.target_idx[i]], lo if best < 0 else ready, t)
+            if d is not None:
+                best, ready = d, min(g.end_ns[d], t)
         if best < 0:
             emit(-1, "host_gap", HOST, lo, t, at(i))
             break
@@ -208,8 +232,12 @@ def segments(db: "Database", run_id: str | None = None) -> pa.Table:
             segs = []
             t = end
             if i >= 0 and g.end_ns[i] < end:
-                segs.append((-1, "host_gap", HOST, max(g.end_ns[i], lo), end, (trace, rank, lane)))
-                t = max(g.end_ns[i], lo)
+                # the host left the step as its device work drained, busy through the gap: it waited for it
+                d = drained(g, last if last >= 0 else None, max(g.end_ns[i], lo), end)
+                t = min(g.end_ns[d], end) if d is not None else max(g.end_ns[i], lo)
+                if t < end:
+                    segs.append((-1, "host_gap", HOST, t, end, (trace, rank, lane)))
+                i = d if d is not None else i
             segs += walk(g, i, t, lo, (trace, rank, lane))
         for seq, (node, kind, name, a, b, (where_trace, where_rank, where_lane)) in enumerate(reversed(segs)):
             clock_at = g.clock.get(where_trace, clock)

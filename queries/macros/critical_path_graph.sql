@@ -56,7 +56,10 @@
 --    over its members): the collective ends on every member after the last
 --    member arrived.
 -- launched_op (runtime calls): the op that launched the device events the
--- call launched (device_events.launch_op).
+-- call launched (device_events.launch_op).  target_idx (runtime calls): the
+-- call's next launch, the first device event launched by the first launching
+-- call at or after it on its thread: the walk asks whether the stream it went
+-- to was busy through the host gap before the call (the host waited for it).
 -- Units: *_ns nanoseconds.
 WITH base AS (
     SELECT run_id, bool_and(base_time_ns IS NOT NULL) AS all_base FROM traces
@@ -113,10 +116,17 @@ launcher AS (  -- the last runtime call of each correlation id in a trace
     SELECT trace_id, correlation, arg_max(idx, event_id) AS launch_idx
     FROM nodes WHERE side = 'cpu' AND correlation IS NOT NULL GROUP BY trace_id, correlation
 ),
-launched AS (
-    SELECT l.launch_idx, min(d.launch_op) AS launched_op
+launched AS (  -- per launching call: the op of its device events, and the first of them
+    SELECT l.launch_idx, min(d.launch_op) AS launched_op, min(d.idx) AS first_launched_idx
     FROM nodes d JOIN launcher l ON d.side = 'gpu' AND l.trace_id = d.trace_id AND l.correlation = d.correlation
     GROUP BY l.launch_idx
+),
+targets AS (  -- a runtime call's next launch: the first device event of the first launching call at or after it
+    SELECT n.idx, c.first_launched_idx AS target_idx
+    FROM (SELECT idx, trace_id, lane, start_ns FROM nodes WHERE side = 'cpu' AND kind <> 'collective_op') n
+         ASOF JOIN (SELECT c.trace_id, c.lane, c.start_ns, l.first_launched_idx
+                    FROM launched l JOIN nodes c ON c.idx = l.launch_idx) c
+         ON c.trace_id = n.trace_id AND c.lane = n.lane AND c.start_ns >= n.start_ns
 ),
 blocking AS (  -- the runtime calls that wait for the GPU by what they are
     SELECT idx FROM nodes WHERE side = 'cpu' AND kind <> 'collective_op' AND name IN (
@@ -184,7 +194,7 @@ last AS (
 SELECT o.idx, o.run_id, o.trace_id, o.rank, o.event_id, o.side, o.lane, o.kind, o.name, o.launch_op,
        o.start_ns, o.end_ns, o.clock_ns, o.step, o.prev_idx, l.launch_idx,
        coalesce(es.sync_idx, ho.sync_idx, w.sync_idx) AS sync_idx, bl.idx IS NOT NULL AS blocking,
-       rs.block_idx, x.event_idx, f.wait_idx, la.last_idx, la.transfer_ns, ld.launched_op
+       rs.block_idx, x.event_idx, f.wait_idx, la.last_idx, la.transfer_ns, ld.launched_op, tg.target_idx
 FROM ordered o
 LEFT JOIN launcher l ON o.side = 'gpu' AND l.trace_id = o.trace_id AND l.correlation = o.correlation
 LEFT JOIN waited w ON w.idx = o.idx
@@ -196,4 +206,5 @@ LEFT JOIN exact x ON x.idx = o.idx
 LEFT JOIN inferred f ON f.idx = o.idx
 LEFT JOIN last la ON o.side = 'gpu' AND la.trace_id = o.trace_id AND la.event_id = o.event_id
 LEFT JOIN launched ld ON ld.launch_idx = o.idx
+LEFT JOIN targets tg ON tg.idx = o.idx
 ORDER BY o.idx
