@@ -221,7 +221,8 @@ def test_rules_are_part_of_a_stored_traces_identity(runs, tmp_path):
     ingest(runs[:1], db, workers=1)
     default = kinds(db)
     con = duckdb.connect(str(db), read_only=True)
-    gemms = con.execute("SELECT count(*) FROM device_events WHERE kind = 'compute' AND name ILIKE '%gemm%'").fetchone()[0]
+    gemms = con.execute("SELECT count(*) FROM device_events WHERE kind = 'compute' "
+                        "AND name ILIKE '%gemm%'").fetchone()[0]
     con.close()
     assert gemms > 0
     rules = (Rule("gpu", "name", "contains", "gemm", "memory"),) + DEFAULT_RULES  # first match wins

@@ -110,8 +110,9 @@ def refuse_newer(setup: schema.Setup, where) -> None:
     """One line for a file written by a newer scaletrace (a schema version this one does not know)."""
     version = migrations.version_of(setup.meta)
     if version is not None and version > int(schema.SCHEMA_VERSION):
-        raise DatabaseError(f"{where}: written by a newer scaletrace (schema version {version}; this one knows up to "
-                            f"{schema.SCHEMA_VERSION}); open it with that version, or ingest its traces into a new file")
+        raise DatabaseError(f"{where}: written by a newer scaletrace (schema version {version}; this one knows up "
+                            f"to {schema.SCHEMA_VERSION}); open it with that version, or ingest its traces into a new "
+                            "file")
 
 
 def stale_traces(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str | None, int]]:
@@ -142,9 +143,11 @@ def check_whole(con: duckdb.DuckDBPyConnection, db, run_dirs, kind: str = "db") 
     left = sorted({(run_id, source) for path, run_id, source in _stale(con) if str(Path(path).parent) not in reading})
     if not left:
         return
-    raise DatabaseError(f"{db}: runs {_listed([run_id for run_id, _ in left])} were stored by an older scaletrace "
-                        "and this ingest does not read them again (the file would hold rows of two versions); read "
-                        f"them first: {rebuild_command(sorted({s for _, s in left if s}), db, kind)}")
+    runs = [run_id for run_id, _ in left]
+    were, them = ("was", "it") if len(runs) == 1 else ("were", "them")
+    raise DatabaseError(f"{db}: {_runs(runs)} {were} stored by an older scaletrace, and this ingest does not read "
+                        f"{them} again (the file would hold rows of two versions); read {them} first: "
+                        f"{rebuild_command(sorted({s for _, s in left if s}), db, kind)}")
 
 
 def check_readable(con: duckdb.DuckDBPyConnection, where, kind: str = "db") -> None:
@@ -158,9 +161,10 @@ def check_readable(con: duckdb.DuckDBPyConnection, where, kind: str = "db") -> N
     stale = stale_traces(con)
     if stale:
         traces = sum(n for _, _, n in stale)
-        raise DatabaseError(f"{where}: {traces} trace{'s' * (traces != 1)} of runs {_listed([r for r, _, _ in stale])} "
-                            "were read by an older scaletrace (their rows lack what this version reads); read them "
-                            f"again: {rebuild_command(sorted({s for _, s, _ in stale if s}), where, kind)}")
+        were, them = ("was", "its") if traces == 1 else ("were", "their")
+        raise DatabaseError(f"{where}: {traces} trace{'s' * (traces != 1)} of {_runs([r for r, _, _ in stale])} {were} "
+                            f"read by an older scaletrace ({them} rows lack what this version reads); read them again: "
+                            f"{rebuild_command(sorted({s for _, s, _ in stale if s}), where, kind)}")
     missing = missing_columns(con) if kind == "db" else []
     if missing or migrations.data_sql(version, int(schema.SCHEMA_VERSION)):
         lacks = f", without {_listed(missing)}" if missing else ""
@@ -188,15 +192,19 @@ def rebuild_command(dirs: list[str], where, kind: str) -> str:
     target = shlex.quote(str(where))
     if kind == "dataset":
         command = f"`scaletrace ingest {paths} --parquet {target}`"
-    elif kind == "export":
-        command = (f"`scaletrace ingest {paths} --db runs.duckdb && scaletrace export --db runs.duckdb "
-                   f"--parquet {target}`")
+    elif kind == "export":  # through a database of its own beside it
+        db = shlex.quote(f"{str(where).rstrip(os.sep)}.duckdb")
+        command = f"`scaletrace ingest {paths} --db {db} && scaletrace export --db {db} --parquet {target}`"
     else:
         command = f"`scaletrace ingest {paths} --db {target}`"
     if gone:
         command += (f" ({_listed(gone)} no longer there: their traces cannot be read again; ingest the traces "
                     "you still have into a new file)")
     return command
+
+
+def _runs(run_ids: list[str]) -> str:
+    return f"run{'s' * (len(run_ids) != 1)} {_listed(run_ids)}"
 
 
 def _listed(items: list) -> str:

@@ -251,8 +251,9 @@ def _columns_of(con, files: list[Path]) -> dict[Path, set[str]] | None:
     reads after it find cached); None when one cannot be read."""
     whole = [f for f in files if whole_parquet(f)]
     try:
-        rows = con.execute(f"SELECT file_name, name, num_children FROM parquet_schema([{', '.join(map(sql_path, whole))}])"
-                           ).fetchall() if whole else []
+        listed = ", ".join(map(sql_path, whole))
+        rows = con.execute(f"SELECT file_name, name, num_children FROM parquet_schema([{listed}])").fetchall() \
+            if whole else []
     except duckdb.Error:
         return None
     by_file: dict[str, list[tuple[str, int]]] = {}
