@@ -20,7 +20,11 @@
 -- `TENSOR_MODEL_PARALLEL_GROUP`, ...; dp = world ÷ tp·pp·cp).  tokens_per_step
 -- (tokens_per_step_basis): run.json (default global_batch_size × seq_len), else
 -- the token embedding's recorded indices [B, S] summed over a step's calls,
--- median over steps, × dp × cp.  tokens_per_s = tokens_per_step / step time;
+-- median over steps, × dp × cp.  tokens_per_step_confidence: stated (run.json,
+-- --meta), else high where the model's GEMMs process the embedding's rows (an LM
+-- head over its vocabulary, or half the counted GEMM FLOPs on one call's rows),
+-- else low (a warning; the decision card leaves the run out);
+-- tokens_per_step_confidence_basis gives the evidence.  tokens_per_s = tokens_per_step / step time;
 -- tokens_per_s_per_gpu = that / world_size.  flops_per_token
 -- (flops_per_token_basis) = run.json model.flops_per_token, else
 -- 6·num_params + 12·num_layers·hidden_size·seq_len when all are known, else
@@ -52,7 +56,11 @@
 -- over traced ranks, median over steps) × world_size; model_to_recorded_flops_ratio
 -- = their ratio (1 when flops_per_token was inferred from the shapes);
 -- kernel_efficiency_pct_of_peak = compute_efficiency's FLOPs-weighted % of peak of
--- those ops' kernels.  traced_window_per_step_ns = that window of the profiled
+-- those ops' kernels.  flops_coverage_pct = the share of the GEMM, attention and
+-- convolution kernel time those ops launched (the rest has no recorded op:
+-- torch.compile, CUDA graphs, Triton); mfu_is_lower_bound = flops_per_token came
+-- from those shapes and they cover under half that time (a warning too; NULL
+-- without an MFU).  traced_window_per_step_ns = that window of the profiled
 -- steps ÷ the steps that launched device work, averaged over ranks (device work
 -- outside the profiled steps does not count);
 -- step_time_to_traced_window_ratio = step_time_ns ÷ that.  warnings (NULL: none),

@@ -9,12 +9,19 @@ headline (``scaletrace report``) and ``scaletrace card``.
 
 Figures of a row (the fastest run of its sweep at its GPU count; ties: the first run id):
 
-* tokens/s, tokens/s per GPU, MFU: run_summary's;
+* tokens/s, tokens/s per GPU, MFU: run_summary's; an MFU that run_summary marks a lower bound
+  (mfu_is_lower_bound: FLOPs counted from recorded shapes that see under half the matmul time) is
+  written '≥ 1.7 %';
 * efficiency vs the sweep's baseline (the run with the fewest GPUs): the `scaling` query's
   scaling_efficiency_vs_sweep_baseline_pct, and the baseline run is named;
 * hours per billion tokens = 1e9 ÷ tokens/s ÷ 3600 (the job's wall-clock time for 1e9 tokens);
   GPU-hours per billion tokens = that × GPUs (what the tokens cost; constant under perfect scaling);
 * tokens per joule = 1 ÷ run_summary's energy_per_token_j (only where NVML power was sampled).
+
+A run whose tokens per step were inferred with low confidence (run_summary's
+tokens_per_step_confidence: the token embedding's input may not be the tokens the step processes, such
+as a diffusion model's text prompt) has no row: its tokens/s would lead the card on a guess.  A line
+names such runs (``UNSURE_WORDS``).
 
 **Where adding GPUs stops paying** (``STOP_RULE``): going from the best run at one GPU count to the
 best at the next larger count of the sweep, the marginal tokens/s per added GPU is
@@ -44,11 +51,14 @@ STOP_RULE = (f"Adding GPUs stops paying at the first GPU count where each added 
 NO_SWEEP = "(no workload)"
 NO_SWEEP_WORDS = ("Runs without a workload (run.json `workload`) are rows of their own, compared with no other run: "
                   "their tokens need not be the same work.")
+UNSURE_WORDS = ("Not on the card: {runs}: tokens/s rest on tokens per step inferred with low confidence "
+                "(run_summary.tokens_per_step_confidence_basis says why); give tokens_per_step in run.json or --meta.")
 SECONDS_PER_HOUR = 3600.0
 BILLION = 1e9
 
 CARD_COLUMNS = ["sweep", "world_size", "run_id", "layout", "runs_at_size", "tokens_per_s", "tokens_per_s_per_gpu",
-                "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run", "base_gpus", "mfu_pct", "warnings",
+                "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run", "base_gpus", "mfu_pct", "mfu_is_lower_bound",
+                "warnings",
                 "hours_per_billion_tokens", "gpu_hours_per_billion_tokens", "tokens_per_joule",
                 "marginal_tokens_per_s_per_gpu", "marginal_pct_of_baseline_gpu"]
 
@@ -72,6 +82,11 @@ class DecisionCard:
     rows: pl.DataFrame  # CARD_COLUMNS, in run order (reports/order.py)
     verdicts: list[Verdict] = field(default_factory=list)
     points: pl.DataFrame = field(default_factory=pl.DataFrame)  # every run: the marginal-returns chart's data
+    unsure: list[str] = field(default_factory=list)  # runs left out: tokens per step of low confidence
+
+    def unsure_line(self) -> str | None:
+        """UNSURE_WORDS for the runs left out, None when none."""
+        return UNSURE_WORDS.format(runs=", ".join(self.unsure)) if self.unsure else None
 
 
 def si(x, unit: str = "") -> str:
@@ -85,6 +100,11 @@ def hours(x, unit: str = "h") -> str:
         return "–"
     v = float(x)
     return f"{v:,.0f} {unit}" if v >= 1000 else f"{v:.3g} {unit}" if v >= 1e-3 else f"{v:.7f}".rstrip("0") + f" {unit}"
+
+
+def mfu_words(r: dict) -> str:
+    """'1.7 %', or '≥ 1.7 %' where run_summary marks the MFU a lower bound."""
+    return ("≥ " if r.get("mfu_is_lower_bound") else "") + share(r["mfu_pct"])
 
 
 def _layout(r: dict) -> str:
@@ -105,6 +125,12 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
     counts, is the strategy, else tp-pp-cp (dp grows with the GPU count)."""
     wanted = set(summary["run_id"].to_list() if runs is None else runs)
     summary = summary.filter(pl.col("run_id").is_in(wanted) & pl.col("tokens_per_s").is_not_null())
+    if "tokens_per_step_confidence" in summary.columns:  # never lead with a throughput on guessed tokens
+        low = pl.col("tokens_per_step_confidence") == "low"
+        unsure = sorted(summary.filter(low)["run_id"].to_list())
+        summary = summary.filter(~low | low.is_null())
+    else:
+        unsure = []
     base = scaling.select("run_id", base_gpus="world_size", base_tps_per_gpu="tokens_per_s_per_gpu") \
         .rename({"run_id": "baseline_run"})
     eff = scaling.select("run_id", "sweep", "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run").join(
@@ -123,6 +149,8 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
     )
     if "warnings" not in df.columns:
         df = df.with_columns(warnings=pl.lit(None, pl.String))
+    if "mfu_is_lower_bound" not in df.columns:
+        df = df.with_columns(mfu_is_lower_bound=pl.lit(None, pl.Boolean))
     # a baseline that is not among the selected runs is named by its GPU count only (--runs filters
     # every run id out of the page)
     df = df.with_columns(baseline_run=pl.when(pl.col("baseline_run").is_in(wanted)).then(pl.col("baseline_run")))
@@ -142,7 +170,7 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
     verdicts = [_verdict(sweep, part, attribution)
                 for (sweep,), part in best.filter(pl.col("sweep") != NO_SWEEP)
                 .group_by(["sweep"], maintain_order=True)]
-    return DecisionCard(best.select(CARD_COLUMNS + ["prev_run", "prev_gpus"]), verdicts, points)
+    return DecisionCard(best.select(CARD_COLUMNS + ["prev_run", "prev_gpus"]), verdicts, points, unsure)
 
 
 def card_from_db(db, runs: list[str] | None = None) -> DecisionCard:
@@ -225,7 +253,7 @@ def card_lines(card: DecisionCard) -> list[str]:
     for r in rows:
         eff = ("" if not present(r["scaling_efficiency_vs_sweep_baseline_pct"]) else
                f", {share(r['scaling_efficiency_vs_sweep_baseline_pct'])} eff. vs {r['base_gpus']}-GPU baseline")
-        mfu = "" if not present(r["mfu_pct"]) else f", MFU {share(r['mfu_pct'])}" + ("(!)" if r["warnings"] else "")
+        mfu = "" if not present(r["mfu_pct"]) else f", MFU {mfu_words(r)}" + ("(!)" if r["warnings"] else "")
         tpj = "" if not present(r["tokens_per_joule"]) else f", {si(r['tokens_per_joule'], 'tokens/J')}"
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
         of = f" of {r['runs_at_size']}" if r["runs_at_size"] > 1 else ""
@@ -236,6 +264,8 @@ def card_lines(card: DecisionCard) -> list[str]:
     lines += [v.sentence for v in card.verdicts]
     if any(r["sweep"] == NO_SWEEP for r in rows):
         lines.append(NO_SWEEP_WORDS)
+    if card.unsure_line():
+        lines.append(card.unsure_line())
     if any(r["warnings"] for r in rows):
         lines.append("(!): run_summary warns about that run's numbers (the warnings; "
                      "`scaletrace query run_summary --columns run_id,warnings`).")
@@ -258,7 +288,7 @@ def _html_cell(r: dict, key: str) -> str:
         named = html.escape(str(r["baseline_run"])) if r["baseline_run"] else f"{r['base_gpus']}-GPU run, not selected"
         return "–" if not present(v) else f"{share(v)} <span class=\"base\">vs {named}</span>"
     if key == "mfu_pct":
-        text = "–" if not present(v) else html.escape(share(v))
+        text = "–" if not present(v) else html.escape(mfu_words(r))
         return text + (f' <span class="warn" title="{html.escape(r["warnings"])}">⚠</span>' if r["warnings"] else "")
     if key in ("marginal_pct_of_baseline_gpu",):
         return "–" if not present(v) else html.escape(share(v))
@@ -274,14 +304,17 @@ def _html_cell(r: dict, key: str) -> str:
 def card_html(card: DecisionCard) -> str:
     """The card as an HTML fragment (a table, the verdicts, the rule); every string escaped."""
     rows = card.rows.to_dicts()
+    unsure = f"<p>{html.escape(card.unsure_line())}</p>" if card.unsure_line() else ""
     if not rows:
         return ('<section id="card"><h2>Decision</h2><p>No run has a throughput (tokens per step and step time), '
-                "so there is nothing to decide on.</p></section>")
+                f"so there is nothing to decide on.</p>{unsure}</section>")
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h in HEADERS)
     body = "".join("<tr>" + "".join(f"<td>{_html_cell(r, k)}</td>" for k, _ in HEADERS) + "</tr>" for r in rows)
     verdicts = "".join(f"<li>{html.escape(v.sentence)}</li>" for v in card.verdicts)
     if any(r["sweep"] == NO_SWEEP for r in rows):
         verdicts += f"<li>{html.escape(NO_SWEEP_WORDS)}</li>"
+    if card.unsure_line():
+        verdicts += f"<li>{html.escape(card.unsure_line())}</li>"
     return (f'<section id="card"><h2>Decision</h2>'
             f'<ul class="verdict">{verdicts}</ul>'
             f'<div class="scroll"><table class="card"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
@@ -295,5 +328,5 @@ CARD_LEGEND = ("One row per sweep and GPU count: its fastest run. Efficiency is 
                f"baseline's tokens/s per GPU. {STOP_RULE} ⚠: run_summary warns about the run (hover it, or see Warnings).")
 
 
-__all__ = ["CARD_COLUMNS", "DecisionCard", "MARGINAL_FLOOR_PCT", "STOP_RULE", "Verdict", "card_from_db",
+__all__ = ["CARD_COLUMNS", "DecisionCard", "MARGINAL_FLOOR_PCT", "STOP_RULE", "UNSURE_WORDS", "Verdict", "card_from_db",
            "card_html", "card_lines", "decision_card", "hours", "si", "stops_paying"]

@@ -14,8 +14,13 @@
 -- peak unless a kernel it launched shows TF32 tensor cores in its name (tensor_core_kernels):
 -- then its peak_dtype is tf32 and it counts against the TF32 peak (the trace records the op
 -- as float either way).
+-- matmul_gpu_ns: the part of gpu_ns in kernels of family GEMM, attention or convolution
+-- (device_events.family), what run_facts' flops_coverage_pct counts.  a_dims, b_dims: the
+-- two operands' recorded dims the rule reads (A, B of flop_ops).  gemm_rows (GEMM ops): the
+-- rows of the product, A's dims but the last multiplied (mm: M; bmm: b·M; linear, matmul:
+-- every leading dim), what run_facts compares with the token count.
 -- Units: peak_flops FLOP/s.
--- Units: flops FLOP; gpu_ns, ts_ns, dur_ns nanoseconds.
+-- Units: flops FLOP; gpu_ns, matmul_gpu_ns, ts_ns, dur_ns nanoseconds; gemm_rows rows.
 WITH op AS (
     SELECT c.trace_id, c.run_id, c.rank, c.event_id, c.name, c.tid, c.ts_ns, c.dur_ns,
            c.input_dims, c.concrete_inputs, f.family, f.pass, f.rule, f.a_arg,
@@ -86,16 +91,18 @@ tensor_core AS (
 ),
 kernels AS (
     SELECT l.trace_id, l.tid, l.ts_ns, sum(d.dur_ns) AS dur_ns, count(*) AS n,
-           bool_or(regexp_matches(d.name, tc.re)) AS tf32
+           bool_or(regexp_matches(d.name, tc.re)) AS tf32,
+           coalesce(sum(d.dur_ns) FILTER (WHERE d.family IN ('GEMM', 'attention', 'convolution')), 0) AS matmul_ns
     FROM launch l JOIN device_events d ON d.trace_id = l.trace_id AND d.correlation = l.correlation
     CROSS JOIN tensor_core tc
     GROUP BY l.trace_id, l.tid, l.ts_ns, l.correlation
 ),
 launched AS (
-    SELECT o.trace_id, o.run_id, o.rank, o.event_id, o.name, o.family, o.pass, o.input_dims, o.dtype,
-           o.ts_ns, o.dur_ns, o.flops,
+    SELECT o.trace_id, o.run_id, o.rank, o.event_id, o.name, o.family, o.pass, o.rule, o.input_dims, o.dtype,
+           o.a, o.b, o.ts_ns, o.dur_ns, o.flops,
            coalesce(sum(k.dur_ns), 0)::BIGINT AS gpu_ns, coalesce(sum(k.n), 0)::BIGINT AS num_kernels,
-           coalesce(bool_or(k.tf32), false) AS tf32_kernel
+           coalesce(bool_or(k.tf32), false) AS tf32_kernel,
+           coalesce(sum(k.matmul_ns), 0)::BIGINT AS matmul_gpu_ns
     FROM counted o
     LEFT JOIN kernels k ON k.trace_id = o.trace_id AND k.tid = o.tid
                        AND k.ts_ns >= o.ts_ns AND k.ts_ns < o.ts_ns + o.dur_ns
@@ -110,5 +117,8 @@ rated AS (
 SELECT o.trace_id, o.run_id, o.rank, o.event_id, o.name, o.family, o.pass, o.input_dims, o.dtype,
        o.peak_dtype, CASE o.peak_dtype WHEN 'bf16' THEN p.bf16 WHEN 'fp16' THEN p.fp16
                                        WHEN 'tf32' THEN p.tf32 WHEN 'fp32' THEN p.fp32 END AS peak_flops,
-       o.ts_ns, o.dur_ns, o.flops, o.gpu_ns, o.num_kernels
+       o.ts_ns, o.dur_ns, o.flops, o.gpu_ns, o.num_kernels, o.matmul_gpu_ns,
+       o.a AS a_dims, o.b AS b_dims,
+       CASE WHEN o.family = 'gemm' THEN CASE o.rule WHEN 'mm' THEN o.a[1] WHEN 'bmm' THEN o.a[1] * o.a[2]
+                                                    ELSE list_aggregate(o.a[:-1], 'product') END END AS gemm_rows
 FROM rated o LEFT JOIN device_peaks p ON p.pattern = o.pattern

@@ -178,13 +178,16 @@ tokens AS (
                 THEN format('inferred: aten::embedding indices {}{} × dp {}{} (vocabulary {})', rt.indices,
                             CASE WHEN rt.calls > 1 THEN format(' × {} calls a step', rt.calls) ELSE '' END,
                             p.dp, CASE WHEN p.cp > 1 THEN format(' × cp {}', p.cp) ELSE '' END, t.weight[1]) END
-               AS tokens_per_step_basis
+               AS tokens_per_step_basis,
+           r.tokens_per_step IS NULL AND rt.rank_tokens_per_step IS NOT NULL AS tokens_inferred,
+           list_aggregate(rt.indices, 'product')::BIGINT AS call_tokens, t.weight AS token_weight
     FROM r JOIN parallel_said p USING (run_id) LEFT JOIN rank_tokens rt USING (run_id)
     LEFT JOIN token_table t USING (run_id)
 ),
 counted AS (
     -- the FLOP-counted ops: FLOPs per input dtype, and per rank and step
-    SELECT o.run_id, o.trace_id, o.peak_dtype, s.step, o.flops, o.family, o.pass, o.gpu_ns, o.peak_flops
+    SELECT o.run_id, o.trace_id, o.peak_dtype, s.step, o.flops, o.family, o.pass, o.gpu_ns, o.peak_flops,
+           o.matmul_gpu_ns, o.gemm_rows, o.b_dims
     FROM op_flops(run) o LEFT JOIN steps s
         ON s.trace_id = o.trace_id AND o.ts_ns >= s.ts_ns AND o.ts_ns < s.ts_ns + s.dur_ns
     WHERE o.flops > 0
@@ -209,6 +212,30 @@ step_flops AS (
                 WHERE step IS NOT NULL GROUP BY ALL)
           GROUP BY run_id, step)
     GROUP BY run_id
+),
+coverage AS (
+    -- the GEMM / attention / convolution kernel time whose FLOPs are counted (launched by an op
+    -- with FLOPs), of all such kernel time (device_events.family; torch.compile, CUDA-graph and
+    -- Triton kernels have no recorded op)
+    SELECT d.run_id, 100.0 * coalesce(c.counted_ns, 0) / d.total_ns AS flops_coverage_pct
+    FROM (SELECT run_id, sum(dur_ns) AS total_ns FROM device_events
+          WHERE family IN ('GEMM', 'attention', 'convolution') AND (run IS NULL OR run_id = run) GROUP BY run_id) d
+    LEFT JOIN (SELECT run_id, sum(matmul_gpu_ns) AS counted_ns FROM counted GROUP BY run_id) c USING (run_id)
+    WHERE d.total_ns > 0
+),
+token_evidence AS (
+    -- is the token embedding's input what the model's GEMMs process?  An LM head (a GEMM whose
+    -- weight operand is the table's [vocabulary, width], or its transpose), or the counted GEMM
+    -- FLOPs on rows of exactly one call's indices (B·S)
+    SELECT t.run_id,
+           coalesce(bool_or(c.family = 'gemm' AND (c.b_dims = t.token_weight
+                                                   OR c.b_dims = [t.token_weight[2], t.token_weight[1]])), false)
+               AS lm_head,
+           100.0 * coalesce(sum(c.flops) FILTER (WHERE c.family = 'gemm' AND c.gemm_rows = t.call_tokens), 0)
+               / sum(c.flops) FILTER (WHERE c.family = 'gemm') AS token_rows_pct
+    FROM tokens t LEFT JOIN counted c USING (run_id)
+    WHERE t.tokens_inferred
+    GROUP BY t.run_id
 )
 SELECT r.run_id, w.world_size, w.world_size_basis, w.device_name, w.device_basis,
        coalesce(r.dtype, ds.dtype) AS dtype,
@@ -218,7 +245,25 @@ SELECT r.run_id, w.world_size, w.world_size_basis, w.device_name, w.device_basis
                         ds.dtype, ds.pct) END AS dtype_basis,
        CASE WHEN r.dtype IS NULL THEN ds.pct END AS dtype_flops_pct,
        t.dp, t.tp, t.pp, t.cp, t.parallel_basis,
-       t.tokens_per_step, t.tokens_per_step_basis, t.rank_tokens_per_step,
+       t.tokens_per_step,
+       t.tokens_per_step_basis,
+       CASE WHEN t.tokens_per_step IS NULL THEN NULL
+            WHEN NOT t.tokens_inferred THEN 'stated'
+            WHEN te.lm_head OR te.token_rows_pct >= 50 THEN 'high'
+            ELSE 'low' END AS tokens_per_step_confidence,
+       CASE WHEN NOT t.tokens_inferred OR t.tokens_per_step IS NULL THEN NULL
+            WHEN te.lm_head
+            THEN format('a GEMM multiplies by the {} × {} table (an LM head over the same vocabulary)',
+                        t.token_weight[1], t.token_weight[2])
+            WHEN te.token_rows_pct >= 50
+            THEN format('{:.0f} % of the counted GEMM FLOPs run on {} rows, one call''s indices',
+                        te.token_rows_pct, t.call_tokens)
+            ELSE format('no GEMM maps back to the vocabulary (no LM head) and {} of the counted GEMM FLOPs run '
+                        'on {} rows, one call''s indices: the embedding may feed an encoder (a diffusion '
+                        'model''s text prompt), not carry the tokens the step processes',
+                        CASE WHEN te.token_rows_pct IS NULL THEN 'none' ELSE format('{:.0f} %', te.token_rows_pct) END,
+                        t.call_tokens) END AS tokens_per_step_confidence_basis,
+       t.rank_tokens_per_step,
        coalesce(r.flops_per_token,
                 6 * r.num_params + 12.0 * r.num_layers * r.hidden_size * r.seq_len,
                 6 * r.num_params,
@@ -233,7 +278,12 @@ SELECT r.run_id, w.world_size, w.world_size_basis, w.device_name, w.device_basis
             WHEN sf.rank_flops_per_step IS NOT NULL AND w.world_size IS NOT NULL AND t.tokens_per_step IS NOT NULL
             THEN 'inferred: recorded GEMM/attention shapes (their FLOPs a step × world size ÷ tokens per step)'
        END AS flops_per_token_basis,
-       sf.rank_flops_per_step AS recorded_rank_flops_per_step, ke.kernel_efficiency_pct_of_peak
+       sf.rank_flops_per_step AS recorded_rank_flops_per_step, ke.kernel_efficiency_pct_of_peak,
+       cv.flops_coverage_pct,
+       -- FLOPs per token from the recorded shapes that see under half the matmul time: MFU is a lower bound
+       r.flops_per_token IS NULL AND r.num_params IS NULL AND sf.rank_flops_per_step IS NOT NULL
+           AND coalesce(cv.flops_coverage_pct < 50, false) AS flops_per_token_lower_bound
 FROM r JOIN world w USING (run_id) JOIN tokens t USING (run_id)
 LEFT JOIN dtype_share ds USING (run_id) LEFT JOIN step_flops sf USING (run_id)
 LEFT JOIN kernel_eff ke USING (run_id)
+LEFT JOIN coverage cv USING (run_id) LEFT JOIN token_evidence te USING (run_id)

@@ -93,6 +93,8 @@ base AS (
            f.tokens_per_step, f.tokens_per_step_basis, f.rank_tokens_per_step,
            st.step_time_ns, st.num_steps, st.step_time_source, st.profiled_steps, st.profiled_step_time_ns,
            f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
+           f.flops_coverage_pct, f.flops_per_token_lower_bound, f.tokens_per_step_confidence,
+           f.tokens_per_step_confidence_basis,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
            sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
@@ -155,7 +157,8 @@ m AS (
 SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_size, world_size_basis, num_nodes,
        dp, tp, pp, cp, parallel_basis, num_ranks AS ranks_traced, num_steps, step_time_ns, step_time_source,
        coalesce(profiled_steps, 0) AS profiled_steps, trace_events,
-       tokens_per_step, tokens_per_step_basis,
+       tokens_per_step, tokens_per_step_basis, tokens_per_step_confidence,
+       tokens_per_step_confidence_basis,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
        fpt AS flops_per_token, flops_per_token_basis, device AS device_name, device_basis,
        peak AS peak_flops_per_gpu, peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, dtype_basis,
@@ -163,6 +166,8 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
        model_flops AS model_flops_per_step, recorded_flops AS recorded_flops_per_step,
        model_flops / recorded_flops AS model_to_recorded_flops_ratio, kernel_efficiency_pct_of_peak,
+       flops_coverage_pct,
+       CASE WHEN tps * fpt / (gpus * peak) IS NOT NULL THEN flops_per_token_lower_bound END AS mfu_is_lower_bound,
        window_ns AS traced_window_per_step_ns, step_time_ns / window_ns AS step_time_to_traced_window_ratio,
        period_ns AS device_step_period_ns,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
@@ -205,6 +210,18 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                             'are {:.2f} × what the recorded shapes count ({})',
                             100.0 * tps * fpt / (gpus * peak), kernel_efficiency_pct_of_peak, flops_words[1],
                             flops_per_token_basis, model_flops / recorded_flops, flops_words[2]) END,
+           -- FLOPs per token from recorded shapes that see under half the matmul kernel time (run_facts)
+           CASE WHEN flops_per_token_lower_bound AND tps * fpt / (gpus * peak) IS NOT NULL
+                THEN format('MFU {:.1f} % is a lower bound: its FLOPs per token come from the recorded shapes, '
+                            'and the ops with recorded shapes launched only {:.0f} % of the GEMM / attention / '
+                            'convolution kernel time (the rest ran with no recorded op: torch.compile, CUDA '
+                            'graphs, Triton); set model.flops_per_token or model.num_params for the model''s MFU',
+                            100.0 * tps * fpt / (gpus * peak), flops_coverage_pct) END,
+           CASE WHEN tokens_per_step_confidence = 'low'
+                THEN format('tokens per step ({}) inferred with low confidence ({}), so tokens/s{} and energy '
+                            'per token rest on a guess; set tokens_per_step in run.json or --meta', tokens_per_step,
+                            tokens_per_step_confidence_basis,
+                            CASE WHEN flops_per_token_basis LIKE 'inferred:%' THEN '' ELSE ', MFU' END) END,
            -- the step time and the traced steps must describe the same steps (docs/metrics.md "The step
            -- model"), in both directions: the device cannot do more than a step's work a step in steady
            -- state (a longer device period: it runs behind the host, the step time understates the step),
