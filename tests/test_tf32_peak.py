@@ -86,3 +86,11 @@ def test_above_peak_is_a_warning_everywhere(db):
     ops = query(db, "op_efficiency", run_id="impossible")
     sentence = compute_sentence(efficiency_per_run(compute, ops, best), ops)
     assert f"{above:.0f} %" in sentence and "Warning: " + run["warning"] in sentence
+
+
+def test_run_summary_warns_where_its_kernel_efficiency_is_above_peak(db):
+    run = query(db, "run_summary", run_id="impossible").row(0, named=True)
+    above = pct(BIG, BIG_US, A100_FP32)  # the one counted op is the run's whole kernel efficiency
+    assert run["kernel_efficiency_pct_of_peak"] == pytest.approx(above)
+    assert f"kernels reach {above:.0f} % of their peak" in run["warnings"]
+    assert "of their peak" not in (query(db, "run_summary", run_id="tf32").row(0, named=True)["warnings"] or "")

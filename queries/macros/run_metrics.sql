@@ -210,6 +210,11 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                             'are {:.2f} × what the recorded shapes count ({})',
                             100.0 * tps * fpt / (gpus * peak), kernel_efficiency_pct_of_peak, flops_words[1],
                             flops_per_token_basis, model_flops / recorded_flops, flops_words[2]) END,
+           -- the counted kernels above their peak: impossible (compute_efficiency's warning names the groups)
+           CASE WHEN kernel_efficiency_pct_of_peak > 100
+                THEN format('the counted GEMM / attention / convolution kernels reach {:.0f} % of their peak, above '
+                            'what the device can do (query compute_efficiency: its warning names the op groups)',
+                            kernel_efficiency_pct_of_peak) END,
            -- FLOPs per token from recorded shapes that see under half the matmul kernel time (run_facts)
            CASE WHEN flops_per_token_lower_bound AND tps * fpt / (gpus * peak) IS NOT NULL
                 THEN format('MFU {:.1f} % is a lower bound: its FLOPs per token come from the recorded shapes, '
