@@ -2,8 +2,8 @@
 
 'Step 10's critical path (19.9 ms, the slowest rank's step: rank 1) runs through 4 ranks; rank 7
 holds 68 % of it, and the op that cost the most path time is rank 7's host gap (no recorded op):
-55 % (10.9 ms); by kind: host gap 64 %, cpu op 35 %, transfer 0.5 %; 71.0 µs of communication on the
-path is outside compute (blocking: 100 % of the path's communication).'
+55 % (10.9 ms); by kind: host gap 64 %, host ops 35 %, launch delay 0.53 %; 8 µs of communication on
+the path is outside compute (blocking: 100 % of the path's communication).'
 
 Every share has a denominator that bounds it: the path (a rank's, an op's, a kind's time on it) or
 the communication on the path (the blocking part of it).
