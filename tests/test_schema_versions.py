@@ -157,6 +157,10 @@ def dataset(runs, tmp_path_factory) -> Path:
     return out
 
 
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+
+
 def copy_tree(src: Path, dst: Path) -> Path:
     import shutil
 
@@ -188,6 +192,10 @@ def test_dataset_from_before_wait_stream(dataset, runs, current, tmp_path):
         connect(old)
     message = str(refused.value)
     assert "\n" not in message and "--parquet" in message and str(runs[1]) in message
+    before = snapshot(old)
+    with pytest.raises(DatabaseError, match="synth-2"):
+        ingest_parquet(runs[:1], old, workers=1)  # run 2 would keep the older rows: nothing written
+    assert snapshot(old) == before
     report = run_command(command_in(message))
     assert report.count("ok") == 3 and report.count("error") == 0
     assert answers(old) == answers(current)
