@@ -87,9 +87,11 @@ def monkeypatch_module():
 
 def test_kernels_link_to_their_ops_through_the_external_id(db):
     with connect(db) as database:
-        rows = database.sql("SELECT correlation, launch_op, family, family_basis FROM device_events").rows()
-    got = {corr: (op_name, family, basis) for corr, op_name, family, basis in rows}
+        rows = database.sql("SELECT correlation, launch_op, family, family_basis, step FROM device_events").rows()
+    got = {corr: (op_name, family, basis) for corr, op_name, family, basis, _ in rows}
     assert got == EXPECTED
+    # every launch (1030, 1220, 1310 µs) lies in ProfilerStep#1 (1000-1400 µs), an `Operator` here
+    assert {step for *_, step in rows} == {1}
 
 
 def test_the_dtype_comes_from_the_input_type(db):
