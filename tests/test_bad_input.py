@@ -691,4 +691,4 @@ def test_max_trace_size_wants_a_size():
 def test_a_path_that_is_a_device_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["ingest", "/dev/zero", "--db", str(tmp_path / "t.duckdb"), "-q"])
     assert result.exit_code == 1
-    assert result.stderr.splitlines()[0] == "/dev/zero: not a regular file or a directory"
+    assert result.stderr.splitlines()[0] == "/dev/zero: not a regular file or a directory: a character device; not ingested"

@@ -131,7 +131,7 @@ def test_a_second_directory_claiming_a_stored_run_id_changes_nothing(stored, tmp
     result = CliRunner().invoke(main, ["ingest", str(claimant), *map(str, args), "-q"])
     assert result.exit_code == 1, (result.output, result.exc_info)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{claimant}: run 'r2'") and str(run) in lines[0], (result.output, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"{claimant}: run 'r2'") and str(run) in lines[0], lines
     assert _state(target) == before
 
 
@@ -163,11 +163,12 @@ def test_glob_characters_in_a_directory_name_read_that_directory_only(tmp_path, 
             assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1 ORDER BY 1").rows() == expected
             ranks = database.sql("SELECT run_id, count(DISTINCT rank), count(*) FROM steps GROUP BY 1 ORDER BY 1").rows()
             assert ranks == [("four", 4, 4 * 2), ("two", 2, 2 * 2)]  # a row per rank and step
-    db = tmp_path / "x.duckdb"
-    assert not scaletrace.ingest([two], db=db, workers=1).errors
-    scaletrace.export_parquet(db, tmp_path / f"export-{names[1]}")
-    scaletrace.export_parquet(db, tmp_path / f"export-{names[0]}")
+    for run, name in ((four, names[1]), (two, names[0])):  # an export of each run, the odd name last
+        db = tmp_path / f"{run.name}.duckdb"
+        assert not scaletrace.ingest([run], db=db, workers=1).errors
+        scaletrace.export_parquet(db, tmp_path / f"export-{name}")
     with scaletrace.connect(tmp_path / f"export-{names[0]}") as database:
+        assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1").rows() == [("two", 2)]
         assert database.sql("SELECT count(*) FROM steps").rows() == [(2 * 2,)]
 
 
@@ -191,15 +192,17 @@ def test_an_export_that_fails_midway_leaves_nothing_half_written(stored, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]  # no hidden half export left beside
 
 
-def test_an_export_replaces_an_older_export(stored, tmp_path):
-    run, db, _dataset = stored
+def test_an_export_replaces_an_older_export_whole(stored, tmp_path):
+    """Exporting again into an export replaces it: no folder of the older export's runs is left."""
+    _run, db, _dataset = stored
+    four = write_run(tmp_path / "t", SynthRun("four", ranks=4, steps=2))
+    assert not scaletrace.ingest([four], db=tmp_path / "four.duckdb", workers=1).errors
     out = tmp_path / "pq"
-    scaletrace.export_parquet(db, out)
-    (out / "steps").rename(out / "steps-gone")  # an older export's folder the new one does not write
-    (out / "steps-gone").rename(out / "steps")
-    assert scaletrace.export_parquet(db, out)["traces"] == 2
+    scaletrace.export_parquet(tmp_path / "four.duckdb", out)
+    assert scaletrace.export_parquet(db, out)["traces"] == 2  # run r2's 2 ranks
+    assert not list(out.rglob("run_id=four"))
     with scaletrace.connect(out) as database:
-        assert database.sql("SELECT count(*) FROM traces").rows() == [(2,)]
+        assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1").rows() == [("r2", 2)]
 
 
 # --- one path is one path --------------------------------------------------------------------------

@@ -6,8 +6,9 @@ as the one path it is.
 inputs (the same path once symlinks are resolved, or the same file by device and inode: a hard
 link, a bind mount), an output inside an input that is a directory of tables (a Parquet
 dataset or export: every file under it is read), an output that is an existing file an input
-directory's reader reads (a trace, run.json: ``Input.reads``), or an input inside an output directory the
-command replaces or tidies as its own (an export, an ingest dataset) is one line, ``OverwriteError``, before anything is written.
+directory's reader reads (a trace, run.json: ``Input.reads``), or an input inside an output
+directory the command replaces or tidies as its own (an export, an ingest dataset) is one line,
+``OverwriteError``, before anything is written.
 
 ``sql_path`` quotes a path for DuckDB's ``read_parquet``, whose every path is a glob pattern: a
 folder named ``runs*`` beside ``runs1`` read both, every row twice.
