@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scaletrace.reports import _altair  # noqa: F401  first: every chart module imports Altair
+from scaletrace.pipeline.common.paths import Input, Output, refuse_overlap
 from scaletrace.pipeline.store.db import Database, connect
 from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
@@ -73,7 +74,12 @@ def build_report(db: str | Path | Database, out: str | Path = "report.html", run
     runs, or only ``runs``); PNG/SVG per chart on request.  Missing output directories are
     created (listed in ``created_dirs``).  Raises ReportError when the database holds no runs or
     ``runs`` names one it does not hold; nothing is written then.  An output that cannot be
-    written raises its OSError before any work (the charts of a large database take seconds)."""
+    written raises its OSError before any work (the charts of a large database take seconds), an
+    output onto the database (or inside a Parquet dataset) ``paths.OverwriteError``."""
+    source_path = db.path if isinstance(db, Database) else db
+    folder = os.path.isdir(source_path)  # a Parquet dataset or export: every file under it is read
+    refuse_overlap([Input(source_path, "Parquet dataset" if folder else "database", holds_outputs=folder)],
+                   [Output(out, "report"), Output(png_dir, "PNG folder"), Output(svg_dir, "SVG folder")])
     for path in (out, png_dir, svg_dir):
         if path:
             _check_writable(Path(path))

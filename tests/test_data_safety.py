@@ -92,6 +92,18 @@ def test_no_command_writes_its_output_onto_an_input(stored, tmp_path, case):
     assert {p: _tree_digest(p) for p in (run, db, dataset)} == before, f"{victim} was touched"
 
 
+def test_the_report_api_refuses_to_write_onto_its_database(stored):
+    from scaletrace.pipeline.common.paths import OverwriteError
+
+    _run, db, dataset = stored
+    before = _tree_digest(db), _tree_digest(dataset)
+    with pytest.raises(OverwriteError, match="would be written onto an input"):
+        scaletrace.build_report(db, db)
+    with pytest.raises(OverwriteError, match="inside the Parquet dataset"):
+        scaletrace.build_report(dataset, dataset / "report.html")
+    assert (_tree_digest(db), _tree_digest(dataset)) == before
+
+
 # --- one run per directory -------------------------------------------------------------------------
 
 def _claimant(root: Path, tokens: int) -> Path:
