@@ -139,8 +139,9 @@ def discover(paths: str | Path | Iterable[str | Path]) -> tuple[dict[Path, list[
             unreadable = _UnreadableDirs(problems)
             walked: set[str] = set()  # real paths of the directories walked: a symlinked one is walked once
             for root, dirs, files in os.walk(path, onerror=unreadable, followlinks=True):
-                walked.add(os.path.realpath(root))
-                dirs[:] = [d for d in sorted(dirs) if not _walked(os.path.join(root, d), walked)]
+                here = os.path.realpath(root)
+                walked.add(here)
+                dirs[:] = [d for d in sorted(dirs) if not _walked(os.path.join(root, d), here, walked)]
                 resolved = None  # root, resolved once for its files
                 for name in sorted(files):
                     candidate = Path(root) / name
@@ -163,11 +164,14 @@ def discover(paths: str | Path | Iterable[str | Path]) -> tuple[dict[Path, list[
     return {d: sorted(set(f)) for d, f in sorted(runs.items())}, problems
 
 
-def _walked(directory: str, walked: set[str]) -> bool:
-    """A directory (a symlink to one) whose real path is walked already, or holds one that is (a
-    link to an ancestor: a loop, or the whole file system for a link to /): not walked again."""
+def _walked(directory: str, here: str, walked: set[str]) -> bool:
+    """A symlink to a directory whose real path is walked already, or that holds ``here`` (the
+    real path of the directory being walked: a link to an ancestor is a loop, a link to / the whole
+    file system): not walked again.  A plain subdirectory is walked (no loop without a link)."""
+    if not os.path.islink(directory):
+        return False
     real = os.path.realpath(directory)
-    return real in walked or any(w.startswith(real.rstrip(os.sep) + os.sep) for w in walked)
+    return real in walked or here == real or here.startswith(real.rstrip(os.sep) + os.sep)
 
 
 def not_a_trace_file(path: Path) -> str:
