@@ -165,12 +165,14 @@ def build_compute_efficiency(eff: pl.DataFrame) -> alt.LayerChart:
                         scale=alt.Scale(domain=series, range=[SERIES_COLOURS.get(s, "#bab0ac") for s in series])),
         tooltip=["run_id:N", "series:N", alt.Tooltip("pct_of_peak:Q", title="% of peak", format=".1f"),
                  alt.Tooltip("achieved_tflops:Q", title="TFLOP/s", format=".3~g"),
-                 alt.Tooltip("gflop_per_op:Q", title="GFLOP per op (mean)", format=".3~g")])
+                 alt.Tooltip("gflop_per_op:Q", title="GFLOP per op (mean)", format=".3~g"),
+                 alt.Tooltip("warning:N", title="warning")])
     text = alt.Chart(data(df)).mark_text(align="left", dx=3, fontSize=LABEL_FONT, color="#333").encode(
         y=y, yOffset=offset, x="pct_of_peak:Q",
         text=alt.Text("label_text:N"))
     text = text.transform_calculate(
-        label_text="format(datum.pct_of_peak, '.0f') + ' % · ' + format(datum.achieved_tflops, '.3~g') + ' TFLOP/s'")
+        label_text="format(datum.pct_of_peak, '.0f') + ' % · ' + format(datum.achieved_tflops, '.3~g') + ' TFLOP/s'"
+                   " + (datum.pct_of_peak > 100 ? ' ⚠ above the peak: impossible (see the warning)' : '')")
     peak = alt.Chart(data(pl.DataFrame({"pct": [100]}))).mark_rule(strokeDash=[4, 3], color="#888").encode(
         x="pct:Q")
     return (peak + bars + text).properties(

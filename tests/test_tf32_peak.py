@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from conftest import cpu, kernel, query, write_trace
+from conftest import cpu, kernel, query, spec_values, write_trace
 from scaletrace.pipeline import ingest
 from scaletrace.queries.analysis.efficiency import efficiency_per_run
 from scaletrace.reports.run_explain import compute_sentence
@@ -94,3 +94,19 @@ def test_run_summary_warns_where_its_kernel_efficiency_is_above_peak(db):
     assert run["kernel_efficiency_pct_of_peak"] == pytest.approx(above)
     assert f"kernels reach {above:.0f} % of their peak" in run["warnings"]
     assert "of their peak" not in (query(db, "run_summary", run_id="tf32").row(0, named=True)["warnings"] or "")
+
+
+def test_the_report_chart_flags_a_bar_above_peak(db):
+    from scaletrace.reports.charts_explain import build_compute_efficiency
+
+    best = pl.DataFrame({"run_id": ["impossible"], "sweep": ["s"], "world_size": [1]})
+    ops = query(db, "op_efficiency", run_id="impossible")
+    eff = efficiency_per_run(query(db, "compute_efficiency", run_id="impossible"), ops, best)
+    spec = build_compute_efficiency(eff).to_dict()
+    layers = spec["layer"]
+    label = next(t["calculate"] for layer in layers for t in layer.get("transform", []) if t["as"] == "label_text")
+    assert "datum.pct_of_peak > 100" in label and "above the peak" in label
+    tooltips = [t["field"] for layer in layers for t in layer.get("encoding", {}).get("tooltip", [])]
+    assert "warning" in tooltips
+    rows = spec_values(spec)
+    assert any(r.get("warning") and r["pct_of_peak"] > 100 for r in rows)  # the bar carries its warning
