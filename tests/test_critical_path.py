@@ -213,9 +213,17 @@ def test_communication_fully_hidden_is_not_on_the_path(tmp_path):
 
 
 def test_the_graph_reads_the_runtime_categories_of_the_vocabulary():
-    sql = (Path(__file__).parents[1] / "queries" / "macros" / "critical_path_graph.sql").read_text()
-    listed = sql.split("lower(c.cat) IN (", 1)[1].split(")", 1)[0]
-    assert {c.strip(" '") for c in listed.split(",")} == set(RUNTIME_CATS)
+    """The runtime calls are the graph's host nodes; the collective ops and the step annotations are
+    the other host events: each list is the vocabulary's."""
+    macros = Path(__file__).parents[1] / "queries" / "macros"
+    graph, steps = (macros / "critical_path_graph.sql").read_text(), (macros / "critical_path_steps.sql").read_text()
+
+    def listed(sql: str, after: str) -> set:
+        return {c.strip().strip("'") for c in sql.split(after, 1)[1].split(")", 1)[0].split(",")}
+
+    assert listed(graph, "lower(c.cat) IN (") == set(RUNTIME_CATS)
+    assert listed(graph, "lower(c.cat) NOT IN (") == set(RUNTIME_CATS)
+    assert listed(steps, "lower(cat) NOT IN (") == set(RUNTIME_CATS) | {"gpu_user_annotation"}
 
 
 def test_the_graph_reads_the_collective_ops_of_the_vocabulary():

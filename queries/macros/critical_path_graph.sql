@@ -81,13 +81,15 @@ rt AS (
            c.ts_ns + tr.clock_ns AS start_ns, c.ts_ns + c.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns,
            c.correlation, NULL::BIGINT AS step, NULL::BIGINT AS stream
     FROM cpu_events c JOIN tr USING (trace_id)
-    WHERE lower(c.cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
+    WHERE lower(c.cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime', 'mtia_runtime', 'xpu_runtime',
+                           'xpu_driver', 'privateuse1_runtime', 'privateuse1_driver')  -- vocabulary.RUNTIME_CATS
 ),
 coll_ops AS (  -- host collective ops (vocabulary.COLLECTIVE_OP_PREFIXES)
     SELECT c.trace_id, tr.run_id, tr.rank, c.event_id, c.name, 'thread ' || coalesce(c.tid, '?') AS lane,
            c.ts_ns + tr.clock_ns AS start_ns, c.ts_ns + c.dur_ns + tr.clock_ns AS end_ns, tr.clock_ns
     FROM cpu_events c JOIN tr USING (trace_id)
-    WHERE lower(c.cat) NOT IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime')
+    WHERE lower(c.cat) NOT IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime', 'mtia_runtime', 'xpu_runtime',
+                               'xpu_driver', 'privateuse1_runtime', 'privateuse1_driver')
       AND (starts_with(c.name, 'record_param_comms') OR starts_with(c.name, 'c10d::')
            OR starts_with(c.name, 'nccl:') OR starts_with(c.name, 'gloo:') OR starts_with(c.name, 'mpi:')
            OR starts_with(c.name, 'ucc:'))

@@ -2,13 +2,15 @@
 -- description: Each rank's window of each profiled step on the run's shared clock (consecutive steps' windows never overlap), and which rank is the slowest.
 -- grain: one row per run × step × rank (GPU traces with ProfilerStep annotations)
 -- param: run VARCHAR a run_id, or NULL for every run
--- The step model (docs/metrics.md): a step's CPU window is its ProfilerStep
--- annotation [host_start_ns, host_end_ns); its device window ends at
--- device_end_ns, the end of the last device event the step launched
--- (device_events.step: the GPU work still running after the host moved on
--- belongs to the step).  The critical path's window of the step:
---   end_ns   = the later of host_end_ns and device_end_ns, and never before an
---              earlier step's end_ns on the rank;
+-- depends: step_windows
+-- The step model (docs/metrics.md, macro step_windows): a step's CPU window is
+-- its ProfilerStep annotation [host_start_ns, host_end_ns); its device window
+-- ends at device_end_ns, the end of the last device event the step launched
+-- (the GPU work still running after the host moved on belongs to the step),
+-- and its device slot at the latest such end of it and the earlier steps.
+-- The critical path's window of the step:
+--   end_ns   = the later of host_end_ns and the device slot's end, and never
+--              before an earlier step's end_ns on the rank;
 --   start_ns = the later of host_start_ns and the previous step's end_ns on
 --              the rank (its device work, or its host, still running).
 -- So the windows of a rank's steps tile its timeline without overlap: where
@@ -34,23 +36,20 @@ tr AS (
 ),
 annotation AS (  -- the thread each step annotation ran on
     SELECT trace_id, ts_ns, dur_ns, min(tid) AS tid FROM cpu_events
-    WHERE name LIKE '%ProfilerStep%' AND lower(cat) NOT IN ('gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
-                                                             'runtime', 'hip_runtime')
+    WHERE name LIKE '%ProfilerStep%'
+      AND lower(cat) NOT IN ('gpu_user_annotation', 'cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime',
+                             'mtia_runtime', 'xpu_runtime', 'xpu_driver', 'privateuse1_runtime', 'privateuse1_driver')
       AND trace_id IN (SELECT trace_id FROM tr)
     GROUP BY ALL
-),
-gpu_end AS (
-    SELECT trace_id, step, max(ts_ns + dur_ns) AS end_ns FROM device_events
-    WHERE step IS NOT NULL AND kind <> 'sync' AND trace_id IN (SELECT trace_id FROM tr) GROUP BY ALL
 ),
 own AS (
     SELECT tr.run_id, s.step, tr.rank, s.trace_id, tr.clock_ns, 'thread ' || coalesce(a.tid, '?') AS lane,
            s.ts_ns + tr.clock_ns AS host_start_ns, s.ts_ns + s.dur_ns + tr.clock_ns AS host_end_ns,
-           g.end_ns + tr.clock_ns AS device_end_ns,
-           greatest(s.ts_ns + s.dur_ns, coalesce(g.end_ns, s.ts_ns + s.dur_ns)) + tr.clock_ns AS own_end_ns
+           g.device_end_ns + tr.clock_ns AS device_end_ns,
+           greatest(s.ts_ns + s.dur_ns, coalesce(g.slot_end_ns, s.ts_ns + s.dur_ns)) + tr.clock_ns AS own_end_ns
     FROM steps s JOIN tr USING (trace_id)
     LEFT JOIN annotation a ON a.trace_id = s.trace_id AND a.ts_ns = s.ts_ns AND a.dur_ns = s.dur_ns
-    LEFT JOIN gpu_end g ON g.trace_id = s.trace_id AND g.step = s.step
+    LEFT JOIN step_windows(run) g ON g.trace_id = s.trace_id AND g.step = s.step
 ),
 tiled AS (  -- each window ends no earlier than an earlier one, and starts no earlier than the previous one's end
     SELECT *, max(own_end_ns) OVER (PARTITION BY trace_id ORDER BY host_start_ns, step
