@@ -158,7 +158,10 @@ def check_readable(con: duckdb.DuckDBPyConnection, where, kind: str = "db") -> N
     setup = schema.read_setup(con)
     refuse_newer(setup, where)
     version = migrations.version_of(setup.meta) or 1
-    stale = stale_traces(con)
+    try:
+        stale = stale_traces(con)
+    except duckdb.Error:  # a file without what this reads (traces.path, runs.source_dir): its columns say
+        stale = []
     if stale:
         traces = sum(n for _, _, n in stale)
         were, them = ("was", "its") if traces == 1 else ("were", "their")
@@ -168,8 +171,11 @@ def check_readable(con: duckdb.DuckDBPyConnection, where, kind: str = "db") -> N
     missing = missing_columns(con) if kind == "db" else []
     if missing or migrations.data_sql(version, int(schema.SCHEMA_VERSION)):
         lacks = f", without {_listed(missing)}" if missing else ""
-        dirs = sorted({s for (s,) in con.execute("SELECT source_dir FROM runs WHERE source_dir IS NOT NULL")
-                       .fetchall()})
+        try:
+            dirs = sorted({s for (s,) in con.execute("SELECT source_dir FROM runs WHERE source_dir IS NOT NULL")
+                           .fetchall()})
+        except duckdb.Error:
+            dirs = []
         raise DatabaseError(f"{where}: written by an older scaletrace (schema version {version}){lacks}; bring it up "
                             f"to date with {rebuild_command(dirs, where, kind)}")
 
