@@ -75,7 +75,8 @@ def chart_spec():
         "critical_path", "What the critical path runs through",
         "For the fastest run of each sweep at each GPU count: the critical path of its profiled steps (query "
         "critical_path_summary: from the end of the slowest rank's step back to its start, what each piece of "
-        "work waited for, across threads, streams and ranks; its length is the slowest rank's step) by kind, "
+        "work waited for, across threads, streams and ranks; its length is the slowest rank's step window, which "
+        "starts where the previous step's ends) by kind, "
         "as % of the path summed over steps. Compute kernels at small scale giving way to transfer, waiting in "
         "a collective and a late rank's host as GPUs are added is where the sweep's returns diminish.",
         of_best("No critical path: needs GPU traces with ProfilerStep annotations."), "critical_path",
