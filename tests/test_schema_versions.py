@@ -164,6 +164,27 @@ def test_older_database_is_refused_then_brought_up_to_date(old_schema, runs, cur
     connect(db).close()  # and readers take it
 
 
+def columns_and_meta(db: Path) -> tuple:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return (sorted(con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = "
+                                   "current_database() AND schema_name = 'main'").fetchall()),
+                sorted(con.execute("SELECT * FROM meta").fetchall()))
+    finally:
+        con.close()
+
+
+def test_a_migration_that_fails_leaves_the_file_as_it_was(runs, current, tmp_path, monkeypatch):
+    """The tables, the columns, the older rows' values and the version are one transaction: a
+    statement that fails half-way (here the last) leaves the file of its old version, not between."""
+    db = old_file(OLD_SCHEMAS[5].read_text(), current, tmp_path / "old.duckdb", OLDER_EXTRACT)  # before ordinal
+    before = columns_and_meta(db)
+    monkeypatch.setattr(migrations, "data_sql", lambda since, until: ["SELECT error('a failing migration')"])
+    with pytest.raises(DatabaseError, match="a failing migration"):
+        ingest(runs, db, workers=1)
+    assert columns_and_meta(db) == before
+
+
 def test_newer_database_is_refused(current, tmp_path):
     db = tmp_path / "newer.duckdb"
     db.write_bytes(current.read_bytes())
