@@ -1095,3 +1095,31 @@ def test_every_shared_run_keeps_the_identities_of_its_path(shared_db):
     pct = summary["blocking_comm_pct_of_path_comm"].drop_nulls()
     assert ((pct >= 0) & (pct <= 100)).all()
     assert summary.filter(on_path == 0)["blocking_comm_pct_of_path_comm"].null_count() == (on_path == 0).sum()
+
+
+@pytest.mark.parametrize("k1_us", [30, 60])
+def test_a_host_gap_is_a_wait_only_when_it_is_longer_than_a_hosts_overhead(tmp_path, k1_us):
+    """One rank, one step (µs).  L1 [10, 14) launches K1 [15, 15 + k1); L2 starts 2 µs after K1 ends
+    and launches K2 (100 µs, 5 µs after); a cudaDeviceSynchronize returns 2 µs after K2; the step
+    ends 20 µs later.  The host gap before L2, [14, 17 + k1), holds no call, stream 7 is busy
+    through it and drains 2 µs before L2.  Of 33 µs (k1 = 30) it is the host's own overhead: the
+    path stays on the host (its gap, L1's call, the time before it).  Of 63 µs (k1 = 60, over the
+    50 µs floor) the host waited for K1: the path is K1, its launch delay and the time before L1."""
+    l2 = 15 + k1_us + 2
+    k2 = l2 + 5
+    end = k2 + 100 + 2 + 20
+    run = _one_rank(tmp_path / "gap", [
+        _step(0, end),
+        _rt("cudaLaunchKernel", 10, 4, 1), _kernel("sm90_xmma_gemm_f32f32", 15, k1_us, 1),
+        _rt("cudaLaunchKernel", l2, 4, 2), _kernel("flash_fwd_kernel", k2, 100, 2),
+        _rt("cudaDeviceSynchronize", l2 + 5, k2 + 100 + 2 - (l2 + 5), 3),
+    ])
+    db = tmp_path / "gap.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    if k1_us + 3 < 50:
+        expected = {"host_gap": 10 + (l2 - 14) + 20, "cpu_op": 4 + 2, "launch_delay": 5, "compute_kernel": 100}
+    else:
+        expected = {"host_gap": 10 + 2 + 20, "cpu_op": 2, "launch_delay": 5 + 5, "compute_kernel": k1_us + 100}
+    assert row["path_ns"] == row["step_ns"] == end * US == sum(expected.values()) * US
+    assert _kinds(row) == _us({"memory": 0, "comm_transfer": 0, "comm_wait": 0, **expected})
