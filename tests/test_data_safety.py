@@ -159,26 +159,32 @@ def test_two_directories_of_one_run_id_in_one_ingest_keep_the_first(tmp_path):
 
 # --- glob characters -------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def two_and_four(tmp_path_factory):
+    """Runs of 2 and 4 ranks (2 steps each), each ingested into a DuckDB file of its own."""
+    root = tmp_path_factory.mktemp("globs")
+    runs = [write_run(root / "t", SynthRun(name, ranks=n, steps=2)) for name, n in (("two", 2), ("four", 4))]
+    for run in runs:
+        assert not scaletrace.ingest([run], db=root / f"{run.name}.duckdb", workers=1).errors
+    return runs
+
+
 @pytest.mark.parametrize("names", [("runs*", "runs1"), ("runs?", "runsX"), ("ex[1]", "ex1")])
-def test_glob_characters_in_a_directory_name_read_that_directory_only(tmp_path, names):
+def test_glob_characters_in_a_directory_name_read_that_directory_only(tmp_path, two_and_four, names):
     """A dataset named `runs*` beside `runs1` read both (every row twice) and the next ingest into
     it failed on a primary key: DuckDB reads every path as a glob pattern."""
     odd, plain = (tmp_path / n for n in names)
-    two = write_run(tmp_path / "t2", SynthRun("two", ranks=2, steps=2))
-    four = write_run(tmp_path / "t4", SynthRun("four", ranks=4, steps=2))
+    two, four = two_and_four
     assert not scaletrace.ingest_parquet([four], plain, workers=1).errors
-    assert not scaletrace.ingest_parquet([two], odd, workers=1).errors
+    assert not scaletrace.ingest_parquet([two, four], odd, workers=1).errors
     assert not scaletrace.ingest_parquet([two, four], odd, workers=1).errors  # the rerun: no primary key error
-    expected = [("four", 4), ("two", 2)]  # each run's ranks, once
-    for target in (odd,):
-        with scaletrace.connect(target) as database:
-            assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1 ORDER BY 1").rows() == expected
-            ranks = database.sql("SELECT run_id, count(DISTINCT rank), count(*) FROM steps GROUP BY 1 ORDER BY 1").rows()
-            assert ranks == [("four", 4, 4 * 2), ("two", 2, 2 * 2)]  # a row per rank and step
+    with scaletrace.connect(odd) as database:
+        assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1 ORDER BY 1").rows() == [("four", 4),
+                                                                                                  ("two", 2)]
+        ranks = database.sql("SELECT run_id, count(DISTINCT rank), count(*) FROM steps GROUP BY 1 ORDER BY 1").rows()
+        assert ranks == [("four", 4, 4 * 2), ("two", 2, 2 * 2)]  # a row per rank and step, once
     for run, name in ((four, names[1]), (two, names[0])):  # an export of each run, the odd name last
-        db = tmp_path / f"{run.name}.duckdb"
-        assert not scaletrace.ingest([run], db=db, workers=1).errors
-        scaletrace.export_parquet(db, tmp_path / f"export-{name}")
+        scaletrace.export_parquet(run.parent.parent / f"{run.name}.duckdb", tmp_path / f"export-{name}")
     with scaletrace.connect(tmp_path / f"export-{names[0]}") as database:
         assert database.sql("SELECT run_id, count(*) FROM traces GROUP BY 1").rows() == [("two", 2)]
         assert database.sql("SELECT count(*) FROM steps").rows() == [(2 * 2,)]
