@@ -169,16 +169,26 @@ def _wait_finding(data: ReportData) -> tuple[list[str], str]:
     return [text + "."], ("" if fine else "small")
 
 
+MFU_LOWER_BOUND = (" (≥: a lower bound, its FLOPs counted from recorded shapes that cover under half the GEMM, "
+                   "attention and convolution kernel time: run_summary.flops_coverage_pct)")
+
+
+def _mfu(r: dict) -> str:
+    """'1.7 %', or '≥ 1.7 %' where run_summary marks the MFU a lower bound."""
+    return ("≥ " if r.get("mfu_is_lower_bound") else "") + f"{r['mfu_pct']:.1f} %"
+
+
 def run_findings(data: ReportData) -> list[str]:
     mfu = data.runs.filter(pl.col("mfu_pct").is_not_null() & pl.col("mfu_pct").is_not_nan())
     if mfu.height < 2:
         return []
     ordered = mfu.sort(["mfu_pct", "run_id"])
     lo, hi = ordered.row(0, named=True), ordered.row(-1, named=True)
-    if f"{lo['mfu_pct']:.1f}" == f"{hi['mfu_pct']:.1f}":
-        return [f"MFU is {hi['mfu_pct']:.1f} % in {'both' if mfu.height == 2 else f'all {mfu.height}'} runs "
-                "that have one."]
-    return [f"MFU ranges from {lo['mfu_pct']:.1f} % ({lo['run_id']}) to {hi['mfu_pct']:.1f} % ({hi['run_id']})."]
+    if f"{lo['mfu_pct']:.1f}" == f"{hi['mfu_pct']:.1f}" and _mfu(lo) == _mfu(hi):
+        return [f"MFU is {_mfu(hi)} in {'both' if mfu.height == 2 else f'all {mfu.height}'} runs "
+                "that have one" + (MFU_LOWER_BOUND if hi.get("mfu_is_lower_bound") else "") + "."]
+    bound = MFU_LOWER_BOUND if lo.get("mfu_is_lower_bound") or hi.get("mfu_is_lower_bound") else ""
+    return [f"MFU ranges from {_mfu(lo)} ({lo['run_id']}) to {_mfu(hi)} ({hi['run_id']}){bound}."]
 
 
 def why_findings(data: ReportData) -> list[str]:

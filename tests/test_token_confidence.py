@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from conftest import cpu, kernel, query, write_trace
@@ -139,3 +140,15 @@ def test_the_card_leads_with_no_guessed_throughput(db, summary):
     assert any(line.startswith("Not on the card: diffusion") for line in lines)
     compiled = next(line for line in lines if "compiled" in line and "tokens/s" in line)
     assert f"MFU ≥ {share(summary['compiled']['mfu_pct'])}" in compiled
+
+
+def test_findings_say_a_lower_bound_mfu_is_one():
+    from scaletrace.reports import findings
+    from scaletrace.reports.data import ReportData
+
+    runs = pl.DataFrame({"run_id": ["a", "b"], "mfu_pct": [1.7, 40.0], "mfu_is_lower_bound": [True, False]})
+    empty = pl.DataFrame()
+    data = ReportData(runs=runs, scaling=empty, layouts=empty, breakdown=empty, best_breakdown=empty,
+                      exposed_by_group=empty, collectives=empty, bandwidth=empty, rank_wait=empty)
+    [said] = findings.run_findings(data)
+    assert said.startswith("MFU ranges from ≥ 1.7 % (a) to 40.0 % (b) (≥: a lower bound")
