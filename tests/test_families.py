@@ -108,6 +108,8 @@ def test_awkward_names(name, family):
     ("FlashAttnVarlenFunc", "attention"), ("flash_attn.flash_attn_interface.FlashAttnVarlenFunc", "attention"),
     ("FusedRMSNormAffineFunction", "norm"), ("SageAttention", "attention"), ("sageattn", "attention"),
     ("MyCustomFunc", None), ("MyCustomFuncBackward", None),
+    # a norm fused with its GEMM (Transformer Engine) is neither: its kernels' names decide
+    ("_LayerNormLinear", None), ("_LayerNormMLPBackward", None), ("_LayerNorm", "norm"), ("_LayerNormBackward", "norm"),
     # no pattern matches inside template arguments
     ("my_ns::launch<at::native::layer_norm_kernel>", None),
     ("triton_red_fused_convolution_0", None),  # inductor's record of a launch: the kernel's name decides

@@ -78,6 +78,10 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 # record_function annotations around an optimizer step: kernels inside are optimizer time
 OPTIMIZER_ANNOTATION_RE = re.compile(r"^optimizer\.(step|zero_grad)#", re.IGNORECASE)
 
+# a custom op or Function whose words name a GEMM beside another family (Transformer Engine's
+# _LayerNormLinear, _LayerNormMLP) launches kernels of both: neither family is the op's
+FUSED_WITH_GEMM_RE = re.compile(r"(^|::|_|\.)(linear|mlp|gemm|matmul)(_|$)")
+
 # -- by base name (kernels with no known launching op), lower-cased ---------------------------------
 NAME_FAMILIES: tuple[tuple[str, str], ...] = (
     # Triton / inductor: the prefix says the kind; the fused op names after it do not
@@ -122,6 +126,8 @@ def op_family(op: str) -> str | None:
     text = op_text(op)
     for family, pattern in compiled(OP_FAMILIES):
         if pattern.search(text):
+            if family in ABSORBING and FUSED_WITH_GEMM_RE.search(text) and not text.startswith("aten::"):
+                return None  # a norm or attention fused with its GEMM: the kernels' own names decide
             return family
     return None
 
