@@ -196,6 +196,15 @@ def test_newer_database_is_refused(current, tmp_path):
             attempt()
 
 
+def test_newer_dataset_is_refused(dataset, runs, tmp_path):
+    newer = copy_tree(dataset, tmp_path / "newer")
+    pq.write_table(pa.table({"key": ["schema_version", "layout"],
+                             "value": [str(int(schema.SCHEMA_VERSION) + 1), "dataset"]}), newer / "meta.parquet")
+    for attempt in (lambda: connect(newer), lambda: ingest_parquet(runs, newer, workers=1)):
+        with pytest.raises(DatabaseError, match="newer scaletrace"):
+            attempt()
+
+
 @pytest.fixture(scope="module")
 def dataset(runs, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dataset") / "ds"
@@ -258,6 +267,26 @@ def test_dataset_part_without_a_column_is_named(dataset, tmp_path):
     with pytest.raises(DatabaseError) as refused:
         connect(edited)
     assert str(part) in str(refused.value) and "dur_ns" in str(refused.value) and "\n" not in str(refused.value)
+    from click.testing import CliRunner
+
+    from scaletrace.cli import main
+
+    for command in (["explain"], ["report", "-o", str(tmp_path / "r.html")], ["query", "critical_path"]):
+        result = CliRunner().invoke(main, [*command, "--db", str(edited)])
+        assert result.exit_code == 1 and "dur_ns" in result.stderr and "Traceback" not in result.output, command
+
+
+def test_a_pending_migration_is_refused_by_readers_and_run_by_an_ingest(runs, current, tmp_path, monkeypatch):
+    """A version whose older rows need values (``Migration.sql``): readers refuse the file until an
+    ingest has run the statements (with the columns and the version, one transaction)."""
+    db = old_file(OLD_SCHEMAS[-1].read_text(), current, tmp_path / "old.duckdb", EXTRACT_VERSION)
+    monkeypatch.setattr(migrations, "data_sql",
+                        lambda since, until: ["INSERT INTO meta VALUES ('migrated', 'yes')"] if since < until else [])
+    with pytest.raises(DatabaseError, match=r"schema version 1\).*scaletrace ingest"):
+        connect(db)
+    assert ingest(runs, db, workers=1).count("unchanged") == 3
+    with connect(db) as con:
+        assert con.sql("SELECT value FROM meta WHERE key = 'migrated'").item() == "yes"
 
 
 def kinds(db: Path) -> dict[str, int]:
