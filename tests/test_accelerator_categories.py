@@ -213,3 +213,29 @@ def test_both_extractors_read_accelerator_traces_alike(tmp_path, which, range_pr
             {"ph": "X", "cat": "acme_counter", "name": "c", "pid": 0, "tid": 3, "ts": 20, "dur": 4}], rank=0)
     reference, ours = both(path)
     assert reference[0] == "ok" and reference == ours
+
+
+@pytest.mark.parametrize("category,kind", [
+    ("collective_comm", "comm"),  # libkineto COLLECTIVE_COMM: device-side communication (XPU's PTI view)
+    ("xpu_sync", "sync"),  # libkineto XPU_SYNC
+    ("cuda_event", None),  # a CUDA event record: a marker on a stream, no work (not device activity)
+])
+def test_other_kineto_device_categories(tmp_path, category, kind):
+    """Beside a 100 µs kernel [0, 100), one 40 µs event of ``category`` [200, 240) with stream and device
+    args: its kind's time is 40 µs (the two do not overlap), or, not device activity, nothing."""
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", [
+        cpu("ProfilerStep#1", 0, 500, cat="user_annotation"),
+        cpu("cudaLaunchKernel", 1, 1, cat="cuda_runtime", correlation=1), kernel("gemm", 0, 100, corr=1),
+        kernel("xpu_op_0", 200, 40, stream=5, cat=category)], rank=0)  # a name no pattern knows
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "-q", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    row = query(db, "rank_breakdown").to_dicts()[0]
+    expected = {"compute": 100_000, "comm": 0, "sync": 0}
+    if kind:
+        expected[kind] += 40_000
+    con = duckdb.connect(str(db), read_only=True)
+    sync = con.sql("SELECT coalesce(sum(dur_ns), 0) FROM device_events WHERE kind = 'sync'").fetchall()[0][0]
+    con.close()
+    assert (row["compute_ns"], row["comm_ns"], sync) == (expected["compute"], expected["comm"], expected["sync"])

@@ -69,6 +69,7 @@ class Rule:
 
 
 DEFAULT_RULES: tuple[Rule, ...] = (
+    *(Rule("gpu", "cat", "exact", cat, "comm") for cat in vocab.COMM_CATS),
     Rule("gpu", "name", "contains", "nccl", "comm"),
     Rule("gpu", "name", "contains", "rccl", "comm"),
     Rule("gpu", "name", "prefix", "hccl", "comm"),

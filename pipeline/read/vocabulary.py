@@ -32,8 +32,10 @@ KINDS = ("compute", "comm", "memory", "sync", "other")
 # on-device events HTA counts as kernels: hta/common/types.py KERNEL_CATEGORY_PATTERN).
 KERNEL_CATS = ("kernel", "mtia_ccp_events")
 MEMORY_CATS = ("gpu_memcpy", "gpu_memset", "memcpy", "memset")  # memcpy / memset: 2021 schema
-SYNC_CATS = ("cuda_sync",)
-DEVICE_CATS = frozenset(KERNEL_CATS + MEMORY_CATS + SYNC_CATS)
+SYNC_CATS = ("cuda_sync", "xpu_sync")  # xpu_sync: libkineto's XPU_SYNC (PTI device synchronization)
+# Device-side communication activity: libkineto's COLLECTIVE_COMM (on XPU, PTI's communication view)
+COMM_CATS = ("collective_comm",)
+DEVICE_CATS = frozenset(KERNEL_CATS + MEMORY_CATS + SYNC_CATS + COMM_CATS)
 # Host-side launches and API calls; a device event's `correlation` points at one of these
 # (libkineto's runtime / driver activity types of CUDA, ROCm, MTIA, XPU and PrivateUse1 backends).
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "hip_runtime", "mtia_runtime",
@@ -54,7 +56,9 @@ HOST_CATS = RUNTIME_CATS | {CPU_OP_CAT, USER_ANNOTATION_CAT, PYTHON_CAT, GPU_ANN
 # Categories whose events are not activity on a device timeline, with why (a note names them when a
 # trace holding them is stored CPU-only).  CUPTI's range profiler (libkineto CuptiRangeProfiler) writes
 # one event per counter range, timed by splitting the profiled span evenly: no kernel's real time.
-NOT_TIMELINE_CATS = {"cuda_profiler_range": "CUPTI range-profiler counters, not kernel times"}
+# CUDA event records (`cuda_event`, with stream and device args) mark a point of a stream, no work.
+NOT_TIMELINE_CATS = {"cuda_profiler_range": "CUPTI range-profiler counters, not kernel times",
+                     "cuda_event": "CUDA event records, not work", "mtia_counters": "MTIA counters, not work"}
 
 
 def unknown_category(cat: str, device_categories: frozenset) -> bool:
