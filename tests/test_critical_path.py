@@ -606,7 +606,8 @@ def test_explain_names_the_rank_and_the_op_that_cost_the_most_path_time(tmp_path
     step = sc.times(0)
     path = max(v["sync1"] for v in step.values()) + 20
     on_rank_2 = 10 + 5 + 1500 + 1  # its host gap, launch delay, kernel, and the all_reduce's start after it
-    assert text.startswith("Step 0's critical path") and f"rank 2 holds {round(100 * on_rank_2 / path)} %" in text
+    # both steps' paths are as long; the first profiled step is left out where later ones exist
+    assert text.startswith("Step 1's critical path") and f"rank 2 holds {round(100 * on_rank_2 / path)} %" in text
     assert "rank 2's compute kernels in sm90_xmma_gemm_bf16bf16_bf16f32" in text
     assert "rank 2 holds the most path time in 2 of the 2 steps" in text
     assert text.endswith("; its cross-stream waits are inferred from the times (no CUDA sync events in the trace).")
@@ -997,6 +998,14 @@ def test_a_gpu_behind_its_host_has_a_path_of_its_step_period(tmp_path):
                                    "comm_wait": 0, **expected})
     # the windows tile the trace from the first step's start to the last kernel's end
     assert summary["path_ns"].sum() == sc.device_end(sc.steps - 1) * US
+    # explain names the steady state: the first step (its host time before the first launch as well)
+    # is left out where later steps exist, and the later ones are all the device's period
+    from scaletrace.pipeline import connect
+    from scaletrace.reports.run_explain import describe_runs
+
+    with connect(db) as database:
+        (text,) = describe_runs(database).filter(pl.col("about") == "critical path")["sentence"].to_list()
+    assert text.startswith(f"Step 1's critical path ({sc.device_us()} µs, "), text
 
 
 def test_blocking_communication_is_a_share_of_the_communication_on_the_path(tmp_path):
