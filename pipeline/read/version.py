@@ -16,8 +16,10 @@ from scaletrace.pipeline.read.vocabulary import COMM_KERNELS
 # short_name; 3: wait_stream, wait_event_corr (CUDA sync events); 4: launch_op found by External id too
 # (2021 schema), backward nodes read as their forward op (pipeline/read/launchers.py); the digest follows
 # the family and communication tables, so a release that changes a rule re-classifies stored traces on their next ingest.
-EXTRACT_VERSION = "4-" + hashlib.sha256(repr((families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING),
-                                              COMM_KERNELS)).encode()).hexdigest()[:12]
+_RULES = (families.OP_FAMILIES, families.NAME_FAMILIES, sorted(families.ABSORBING), COMM_KERNELS,
+          [r.pattern for r in (families.OPAQUE_OPS, families.ENGINE_WRAPPER_RE, families.CPP_NODE_RE,
+                               families.BACKWARD_NODE_RE, families.FUSED_WITH_GEMM_RE)])
+EXTRACT_VERSION = "4-" + hashlib.sha256(repr(_RULES).encode()).hexdigest()[:12]
 
 RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
