@@ -185,6 +185,32 @@ def test_a_migration_that_fails_leaves_the_file_as_it_was(runs, current, tmp_pat
     assert columns_and_meta(db) == before
 
 
+@pytest.mark.parametrize("kind", ["db", "dataset"])
+def test_a_trace_this_version_cannot_read_again_loses_its_older_rows(kind, tmp_path):
+    """A stale trace whose re-read fails (here: its file was damaged since) is that file's error, and
+    its older rows go with a note: the file holds one version's rows and readers take it (kept, the
+    file would be refused for ever)."""
+    runs = [write_run(tmp_path / "runs", spec) for spec in sweep_specs([1, 2], steps=1, kernels_per_step=2, gzip=False)]
+    if kind == "db":
+        target = tmp_path / "old.duckdb"
+        ingest(runs, target, workers=1)
+        con = duckdb.connect(str(target))
+        con.execute("UPDATE traces SET extract_version = ?", [OLDER_EXTRACT])  # as an older version stored them
+        con.close()
+    else:
+        target = tmp_path / "old-ds"
+        ingest_parquet(runs, target, workers=1)
+        for record in (target / "traces").glob("*.parquet"):
+            rewrite(record, extract_version=OLDER_EXTRACT)
+    damaged = sorted(runs[1].glob("rank*.json"))[1]
+    damaged.write_text("{ not json")
+    report = (ingest if kind == "db" else ingest_parquet)(runs, target, workers=1)
+    assert [o.path for o in report.errors] == [str(damaged)] and report.count("ok") == 2
+    assert [o.path for o in report.outcomes if o.status == "note" and "older version" in o.message] == [str(damaged)]
+    with connect(target) as con:
+        assert con.sql("SELECT count(*) FROM traces").item() == 2  # 3 traces, the damaged one's rows gone
+
+
 def test_newer_database_is_refused(current, tmp_path):
     db = tmp_path / "newer.duckdb"
     db.write_bytes(current.read_bytes())

@@ -55,7 +55,8 @@ from scaletrace.pipeline.store.export import hive_run_ids, hive_value, whole_par
 from scaletrace.pipeline.read.extract import Extracted
 from scaletrace.pipeline.execute.ingest import (DEFERRED, ClashWithPending, IngestReport, Outcome, check_clash, discover,
                                                 drop_vanished, ingest_side_files, log_outcome,
-                                                missing_ranks, parse_file, read_runs, resolve_rank, stored_others,
+                                                missing_ranks, parse_file, read_runs, resolve_rank, stale_dropped,
+                                                stored_others,
                                                 stored_outcome, trace_row, check_output, path_list)
 from scaletrace.pipeline.read.manifest import check_meta
 
@@ -457,7 +458,8 @@ def _write(ds: Dataset, paths: Iterable[str | Path], mapper: Mapper, report: Ing
                     on_progress(done, len(tasks))
             for run in runs:
                 runsync.refresh(con, run)
-                for outcome in ingest_side_files(con, run) + missing_ranks(con, run):
+                for outcome in stale_dropped(con, [run], ds.uncommit) + ingest_side_files(con, run) + \
+                        missing_ranks(con, run):
                     record(outcome)
                     log_outcome(con, outcome)
                 ds.save_side_tables(con, run.run_id)

@@ -781,7 +781,7 @@ def finish_runs(con, runs: list[RunDir]) -> list[Outcome]:
     runsync.refresh_runs(con, runs)
     known = _stored_side_files(con, runs)
     missing = runs_missing_ranks(con, runs)
-    outcomes = []
+    outcomes = stale_dropped(con, runs)
     for run in runs:
         outcomes += _side_files(con, run, known.get(run.run_id, {})) + missing.get(run.run_id, [])
     return outcomes
@@ -992,6 +992,12 @@ def stored_outcome(trace: store.TraceRow, zero_duration_events: int, notes: tupl
     message = f"ingested as run '{trace.run_id}' rank {trace.rank}"
     return Outcome(trace.path, "ok", message + (f" ({warning})" if warning else ""), trace.run_id, trace.rank,
                    warning, trace.json_bytes)
+
+
+def stale_dropped(con, runs: list[RunDir], on_drop: Callable[[str], None] | None = None) -> list[Outcome]:
+    """``runsync.drop_stale``, a note for each trace dropped."""
+    return [Outcome(path, "note", "its rows, stored by an older version, were dropped: this version could not read "
+                    "the file again (see its error)", run_id) for path, run_id in runsync.drop_stale(con, runs, on_drop)]
 
 
 def drop_vanished(con, runs: list[RunDir], on_drop: Callable[[str], None] | None = None) -> list[Outcome]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.version import EXTRACT_VERSION
-from scaletrace.pipeline.store.write import put_run
+from scaletrace.pipeline.store.write import drop_trace, put_run
 
 
 # A stat taken this soon after the file's mtime or ctime is not trusted on the next ingest: a write in
@@ -91,6 +91,24 @@ def known_files(con, runs, identity: str = EXTRACT_VERSION) -> dict[str, tuple[s
             continue
         known[path] = (sha, key)
     return known
+
+
+def drop_stale(con, runs, on_drop=None) -> list[tuple[str, str]]:
+    """(path, run id) of each trace of ``runs`` whose rows an older extract made and that this
+    ingest could not read again (its file's error line says why): its rows are dropped, so that
+    the file holds one version's rows (readers refuse a file holding an older version's;
+    ``dbcheck.stale_traces``).  ``on_drop(path)``: a dataset uncommits it."""
+    ids = [run.run_id for run in runs]
+    if not ids:
+        return []
+    dropped = con.execute(
+        "SELECT path, run_id FROM traces WHERE list_contains(?, run_id) "
+        "AND split_part(coalesce(extract_version, ''), '+', 1) <> ? ORDER BY path", [ids, EXTRACT_VERSION]).fetchall()
+    for path, _ in dropped:
+        drop_trace(con, path)
+        if on_drop:
+            on_drop(path)
+    return dropped
 
 
 def refresh(con, run) -> None:
