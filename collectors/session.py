@@ -96,7 +96,7 @@ class Session:
                  config: ProfileConfig | None = None, model=None):
         self.out_dir = Path(out_dir)
         self.root_dir = self.out_dir  # the directory asked for; a later profiling window gets one of its own
-        self.window = 1
+        self.window = 0  # which profiling window of the directory this is (1, 2, ...); 0: not chosen yet
         self.run = run or RunInfo()
         self.config = config or ProfileConfig()
         self.model = model
@@ -167,6 +167,8 @@ class Session:
             self._power.stop()
         if self._clock is not None:
             self._on_clock(self._clock.resolve, True)  # the last steps' events: the device's time of them too
+        if not self.window:  # the start failed before choosing: never over an earlier window's logs
+            self._guard("choosing the run directory", self._own_window)
         self._guard("writing the step log", self._write_logs)
         if self.rank == 0:
             self._guard("writing run.json", self._write_manifest)
@@ -223,6 +225,7 @@ class Session:
         ``DIR/window-N`` and its run id gets ``-window-N``.  Every rank counts its own earlier
         windows, so the ranks of one window agree without talking; ``scaletrace ingest DIR`` finds
         every window (a run per directory)."""
+        self.window = 1
         while _holds_rank(self.out_dir, self.rank):
             self.window += 1
             self.out_dir = self.root_dir / f"window-{self.window}"
@@ -233,7 +236,7 @@ class Session:
     def _run_id(self) -> str:
         """run.json's run_id: the one given, else the directory's name; ``-window-N`` from the second window on."""
         base = self.run.run_id or self.root_dir.name
-        return base if self.window == 1 else f"{base}-window-{self.window}"
+        return base if self.window <= 1 else f"{base}-window-{self.window}"
 
     def _power_at(self, index: int) -> None:
         if self._power is None:

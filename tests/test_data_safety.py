@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -337,3 +338,30 @@ def test_two_profiling_windows_into_one_directory_are_two_runs(tmp_path, monkeyp
     assert not report.errors, [o.line() for o in report.errors]
     rows = query(tmp_path / "t.duckdb", "run_summary").select("run_id", "ranks_traced").rows()
     assert sorted(rows) == [("job", 1), ("job-window-2", 1)]
+
+
+def test_a_window_whose_start_failed_keeps_its_log_out_of_the_earlier_windows(tmp_path, monkeypatch):
+    """A session whose start failed (before choosing its directory) still writes its step log at
+    close: into a window of its own, never over the earlier window's."""
+    pytest.importorskip("torch")
+    from scaletrace.collectors import ProfileConfig, Session, environment
+
+    monkeypatch.delenv("RANK", raising=False)
+    out = tmp_path / "job"
+    out.mkdir()
+    earlier = json.dumps({"step": 0, "start_ns": 1, "dur_ns": 5, "tokens": 4}) + "\n"
+    (out / "rank0.steps.jsonl").write_text(earlier)
+
+    def broken():
+        raise RuntimeError("no process group")
+
+    monkeypatch.setattr(environment, "rank_and_world", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Session(out, config=ProfileConfig(wait=1, warmup=1, active=2)) as s:
+            for _ in range(3):
+                s.step(tokens=4)
+    said = " ".join(str(w.message) for w in caught)
+    assert "no process group" in said and "earlier profiling window" in said, said
+    assert (out / "rank0.steps.jsonl").read_text() == earlier
+    assert len((out / "window-2" / "rank0.steps.jsonl").read_text().splitlines()) == 3
