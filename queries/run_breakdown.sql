@@ -14,8 +14,10 @@
 -- the step's length they are drawn on: run_summary's step_time_ns
 -- (step_basis 'step_time'; the idle is then the slot's idle and the rest of the
 -- step, when the device did nothing), or, where the device runs behind the host
--- (run_summary.device_step_period_ns over 1.1 × the step time, or the parts
--- alone longer than the step time), the mean device slot (step_basis
+-- (run_summary.device_step_period_ns over 1.1 × the same steps' CPU time, the
+-- median over the steps with device work of their slowest rank's ProfilerStep,
+-- as run_summary warns; or the
+-- parts alone longer than the step time), the mean device slot (step_basis
 -- 'device_period': a bar is never longer than the step it is labelled with).  A
 -- run without ProfilerSteps: each share × step_time_ns (NULL without a step time;
 -- step_basis 'step_time').  overlapped_comm_pct = |U(compute) ∩ U(comm)| ÷ the
@@ -35,15 +37,20 @@ whole AS (
 ),
 per_step AS (
     SELECT run_id, count(DISTINCT step) AS num_steps, avg(span_ns) AS slot_ns,
+           any_value(c.cpu_step_ns) AS cpu_step_ns,
            avg(compute_ns) AS compute_per_step_ns, avg(comm_ns) AS comm_per_step_ns,
            avg(exposed_comm_ns) AS exposed_comm_per_step_ns,
            avg(exposed_memory_ns) AS exposed_memory_per_step_ns, avg(other_ns) AS other_per_step_ns
-    FROM step_slot_breakdown($run_id) GROUP BY run_id
+    FROM step_slot_breakdown($run_id)
+    LEFT JOIN (SELECT run_id, median(cpu_ns) AS cpu_step_ns
+               FROM (SELECT run_id, step, max(cpu_ns) AS cpu_ns FROM step_slot_breakdown($run_id) GROUP BY ALL)
+               GROUP BY run_id) c USING (run_id)
+    GROUP BY run_id
 ),
 based AS (
     SELECT m.*, s.* EXCLUDE (run_id),
            CASE WHEN s.slot_ns IS NOT NULL
-                 AND (m.step_time_ns IS NULL OR m.device_step_period_ns > 1.1 * m.step_time_ns
+                 AND (m.step_time_ns IS NULL OR m.device_step_period_ns > 1.1 * s.cpu_step_ns
                       OR s.compute_per_step_ns + s.exposed_comm_per_step_ns + s.exposed_memory_per_step_ns
                          + s.other_per_step_ns > m.step_time_ns)
                 THEN 'device_period' ELSE 'step_time' END AS step_basis

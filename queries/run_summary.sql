@@ -63,13 +63,21 @@
 -- without an MFU).  traced_window_per_step_ns = that window of the profiled
 -- steps ÷ the steps that launched device work, averaged over ranks (device work
 -- outside the profiled steps does not count);
--- step_time_to_traced_window_ratio = step_time_ns ÷ that.  warnings (NULL: none),
+-- step_time_to_traced_window_ratio = step_time_ns ÷ that.  device_step_period_ns
+-- = the steady-state device step period (docs/metrics.md "The step model"): the
+-- median over profiled steps of the slowest rank's device slot (from the end of
+-- the earlier steps' device work to the end of the step's), the first step left
+-- out where later ones exist.  warnings (NULL: none),
 -- '; '-separated: MFU above 100 %; MFU above kernel_efficiency_pct_of_peak (the
 -- kernels cannot run slower than the step that holds them: the model counts more
 -- FLOPs than the kernels did, or the peaks differ); a traced window per step over
 -- 1.5 × the step time (in steady state the device does at most a step's work a
 -- step; a window much shorter than the step is the sliver rule of
--- run_device_share, said in words by the report); a step-log step time more than
+-- run_device_share, said in words by the report); a device step period over
+-- 1.1 × the CPU time of the same steps (the median over the steps with device
+-- work of the slowest rank's ProfilerStep: the device runs behind the host, said
+-- with the traced-window clause), or under that ÷ 1.5 (the shares are of a device
+-- window much shorter than the step); a step-log step time more than
 -- 2 × from the profiled steps' (ProfilerStep median of the slowest rank); a CPU
 -- run with more ranks per host than cores.
 -- Every command that states a run's MFU or peak (`project`, the report) takes it

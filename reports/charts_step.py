@@ -17,17 +17,24 @@ from scaletrace.reports.words import present
 MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar carry no text label
 
 
+def _basis_ns(df: pl.DataFrame) -> pl.Expr:
+    """The step length a run's bar is drawn on and labelled with (run_breakdown.step_basis_ns: the step
+    time, or the device's step period where the device runs behind the host; docs/metrics.md "The step
+    model"); the step time where the column is absent."""
+    return pl.col("step_basis_ns") if "step_basis_ns" in df.columns else pl.col("step_time_ns")
+
+
 def _long_parts(breakdown: pl.DataFrame, axis_ms: float | None = None) -> pl.DataFrame:
     """One row per run × part (slivers left out): its exact share of the span (run_summary's figure)
     and ms of the step; axis_pct = ms as a share of the axis (``axis_ms``, default the longest step):
     whether a label fits."""
     rows = []
     bars = drawn(breakdown)
-    longest_ms = axis_ms or (bars["step_time_ns"].max() or 0) / 1e6
+    longest_ms = axis_ms or (bars.select(_basis_ns(bars).max()).item() or 0) / 1e6
     for i, (key, name) in enumerate(PARTS.items()):
         rows.append(bars.select(
             "run_id", pct=pl.col(f"{key}_pct"), ms=pl.col(f"{key}_of_step_ns") / 1e6,
-            step_ms=pl.col("step_time_ns") / 1e6, part=pl.lit(name), order=pl.lit(i)))
+            step_ms=_basis_ns(bars) / 1e6, part=pl.lit(name), order=pl.lit(i)))
     long = pl.concat(rows)
     return long.with_columns(axis_pct=100 * pl.col("ms") / longest_ms if longest_ms else pl.lit(None))
 
@@ -101,16 +108,22 @@ def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
 
 
 def _spread(bars: pl.DataFrame) -> pl.DataFrame:
-    """Per run: the median step (the bar's length, run_summary's step time), its p95 over steps
-    (query step_time_spread; none: the bar alone) and the label 'p50 · p95' at the whisker's end."""
-    df = bars.select("run_id", "step_time_ns", step_ms=pl.col("step_time_ns") / 1e6,
+    """Per run: the median step (run_summary's step time, step_ms: the whisker's start), its p95 over
+    steps (query step_time_spread; none: the bar alone), the bar's length (bar_ms: run_breakdown's
+    step_basis_ns) and the label 'p50 · p95' at the end of the bar or whisker.  Where the device runs
+    behind the host (run_breakdown.step_basis 'device_period') the bar is the device's step period
+    and its label says so, with the host's step beside it ('18.8 ms device · host step 16 ms')."""
+    device = (pl.col("step_basis") == "device_period") if "step_basis" in bars.columns else pl.lit(False)
+    df = bars.select("run_id", "step_time_ns", basis_ns=_basis_ns(bars), device=device.fill_null(False),
+                     step_ms=pl.col("step_time_ns") / 1e6, bar_ms=_basis_ns(bars) / 1e6,
                      p95_ms=(pl.col("p95_ns") / 1e6) if "p95_ns" in bars.columns else pl.lit(None, pl.Float64),
                      spread_steps=pl.col("spread_steps") if "spread_steps" in bars.columns else pl.lit(None, pl.Int64))
-    text = [f"{si_time(r['step_time_ns'])}" + (f" · p95 {si_time(r['p95_ms'] * 1e6)}"
-                                               if present(r["p95_ms"]) and r["p95_ms"] > r["step_ms"] else "")
+    text = [(f"{si_time(r['basis_ns'])} device · host step {si_time(r['step_time_ns'])}" if r["device"]
+             else f"{si_time(r['basis_ns'])}") + (f" · p95 {si_time(r['p95_ms'] * 1e6)}"
+                                                   if present(r["p95_ms"]) and r["p95_ms"] > r["step_ms"] else "")
             for r in df.iter_rows(named=True)]
     return df.with_columns(pl.Series("si_label", text, dtype=pl.String),
-                           label_ms=pl.max_horizontal("step_ms", "p95_ms"))
+                           label_ms=pl.max_horizontal("bar_ms", "p95_ms"))
 
 
 def build_bandwidth(bandwidth: pl.DataFrame) -> alt.Chart:

@@ -123,7 +123,7 @@ def test_device_outlasting_the_cpu_step_is_a_warning(tmp_path):
     rows = {r["run_id"]: r for r in query(db, "run_summary").to_dicts()}
     behind, keeps = rows["behind"], rows["keeps"]
     assert behind["device_step_period_ns"] == 115 * US and behind["step_time_ns"] == 100 * US
-    assert "the device runs behind the host" in behind["warnings"] and "1.15 × the step time" in behind["warnings"]
+    assert "the device runs behind the host" in behind["warnings"] and "1.15 × the profiled steps' CPU time" in behind["warnings"]
     assert keeps["device_step_period_ns"] == 100 * US and keeps["warnings"] is None
     b = {r["run_id"]: r for r in query(db, "run_breakdown").to_dicts()}
     assert b["behind"]["step_basis"] == "device_period" and b["behind"]["step_basis_ns"] == 115 * US
@@ -143,7 +143,7 @@ def test_device_window_a_third_of_the_step_is_a_warning(tmp_path):
     assert not ingest([run], db=db, workers=1).errors
     (s,) = query(db, "run_summary").to_dicts()
     assert s["compute_pct"] == pytest.approx(100)
-    assert "covers 0.33 × the step time" in s["warnings"] and "compute 100 %" in s["warnings"]
+    assert "covers 33 % of the profiled steps' CPU time 300 µs" in s["warnings"] and "compute 100 %" in s["warnings"]
     (b,) = query(db, "run_breakdown").to_dicts()
     assert (b["compute_of_step_ns"], b["idle_of_step_ns"]) == (pytest.approx(100 * US), pytest.approx(200 * US))
 
@@ -170,3 +170,20 @@ def test_the_identities_on_the_shared_traces(shared_db):
     idle = query(shared_db, "idle_breakdown").filter(pl.col("step").is_not_null())
     assert (idle["idle_ns"] <= idle["span_ns"]).all()
     assert idle["idle_ns"].mean() <= idle["span_ns"].mean()
+
+
+def test_the_step_chart_labels_its_bar_with_the_length_it_draws(tmp_path):
+    """The falling-behind run's bar is its 115 µs device period, labelled so with the host's 100 µs step
+    beside it (never a 115 µs bar under a '100 µs' label); the run that keeps up: its 100 µs step."""
+    from scaletrace.reports.charts_step import _long_parts, _spread, build_step_time
+
+    db = tmp_path / "c.duckdb"
+    assert not ingest([_falling_behind(tmp_path / "behind", 115), _falling_behind(tmp_path / "keeps", 90)],
+                      db=db, workers=1).errors
+    breakdown = query(db, "run_breakdown")
+    labels = dict(_spread(breakdown).select("run_id", "si_label").iter_rows())
+    assert labels == {"behind": "115 µs device · host step 100 µs", "keeps": "100 µs"}
+    bars = _long_parts(breakdown).group_by("run_id").agg(pl.col("ms").sum(), pl.col("step_ms").first())
+    for r in bars.iter_rows(named=True):
+        assert r["ms"] == pytest.approx(r["step_ms"]) and r["step_ms"] == pytest.approx({"behind": 0.115, "keeps": 0.1}[r["run_id"]])
+    build_step_time(breakdown).to_dict()  # the chart builds

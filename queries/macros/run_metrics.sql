@@ -74,13 +74,15 @@ shares AS (
 ),
 slot_steps AS (
     -- each profiled step's device slot on its slowest rank (docs/metrics.md "The step model")
-    SELECT run_id, step, max(slot_ns) AS slot_ns, bool_or(first_slot) AS first_slot
+    SELECT run_id, step, max(slot_ns) AS slot_ns, bool_or(first_slot) AS first_slot, max(cpu_ns) AS cpu_ns
     FROM step_slot_breakdown(run) GROUP BY run_id, step
 ),
 period AS (
     -- the steady-state device step period: median over steps of the slowest rank's slot, the
-    -- first step left out where later ones exist (its slot has no gap before it)
-    SELECT run_id, coalesce(median(slot_ns) FILTER (WHERE NOT first_slot), median(slot_ns))::BIGINT AS period_ns
+    -- first step left out where later ones exist (its slot has no gap before it); the CPU time of
+    -- the same steps: the median of their slowest rank's ProfilerStep
+    SELECT run_id, coalesce(median(slot_ns) FILTER (WHERE NOT first_slot), median(slot_ns))::BIGINT AS period_ns,
+           median(cpu_ns)::BIGINT AS cpu_step_ns
     FROM slot_steps GROUP BY run_id
 ),
 base AS (
@@ -98,7 +100,7 @@ base AS (
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
            sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
-           pd.period_ns
+           pd.period_ns, pd.cpu_step_ns
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id) LEFT JOIN period pd USING (run_id)
 ),
@@ -149,7 +151,7 @@ m AS (
                  WHEN x >= 999.5e3 THEN format('{:.3g} ms', x / 1e6) WHEN x >= 999.5 THEN format('{:.3g} µs', x / 1e3)
                  ELSE format('{:.3g} ns', x) END
             FOR x IN [b.step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns, b.period_ns,
-                      b.step_time_ns - b.period_ns]] AS ns_words,
+                      b.cpu_step_ns - b.period_ns, b.cpu_step_ns]] AS ns_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
     FROM base b LEFT JOIN peaks USING (run_id)
@@ -229,27 +231,39 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                             CASE WHEN flops_per_token_basis LIKE 'inferred:%' THEN '' ELSE ', MFU' END) END,
            -- the step time and the traced steps must describe the same steps (docs/metrics.md "The step
            -- model"), in both directions: the device cannot do more than a step's work a step in steady
-           -- state (a longer device period: it runs behind the host, the step time understates the step),
-           -- and shares of a device window much shorter than the step describe only that window
-           CASE WHEN period_ns > 1.1 * step_time_ns
+           -- state (a device period longer than the same steps' CPU windows: it runs behind the host, and
+           -- the step time understates the step), and shares of a device window much shorter than the
+           -- step describe only that window; the step log times the same loop
+           CASE WHEN period_ns > 1.1 * cpu_step_ns
                 THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
                             'device span of {} is {} a step, {:.2f} × the step time{}; the device''s steady-state '
                             'step period (median over steps of the slowest rank''s device slot) is {}, {:.2f} × '
-                            'the step time: the device runs behind the host, so the step time understates the '
-                            'step (the report''s ms per step are of the device period)',
+                            'the profiled steps'' CPU time ({}): the device runs behind the host, so the host''s '
+                            'step understates the step (the report''s ms per step are of the device period)',
                             ns_words[1], step_time_source, window_steps,
                             CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
                             window_ns / step_time_ns,
                             CASE WHEN profiled_steps > window_steps
                                  THEN format(' ({} of the {} profiled steps launched no device work)',
                                              profiled_steps - window_steps, profiled_steps) ELSE '' END,
-                            ns_words[5], period_ns / step_time_ns)
-                WHEN period_ns < step_time_ns / 1.5
+                            ns_words[5], period_ns / cpu_step_ns, ns_words[7])
+                WHEN window_ns > 1.5 * step_time_ns
+                THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
+                            'device span of {} is {} a step, {:.2f} × the step time{}',
+                            ns_words[1], step_time_source, window_steps,
+                            CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
+                            window_ns / step_time_ns,
+                            CASE WHEN profiled_steps > window_steps
+                                 THEN format(' ({} of the {} profiled steps launched no device work)',
+                                             profiled_steps - window_steps, profiled_steps) ELSE '' END)
+                WHEN period_ns < cpu_step_ns / 1.5
                 THEN format('the device''s step period (the profiled steps'' device window, {} a step) covers '
-                            '{:.2f} × the step time {} ({}): the step''s shares (compute {:.0f} %, idle {:.0f} %) '
-                            'are of that window; the other {} of the step ran no traced device work (charted as '
-                            'idle in ms per step)', ns_words[5], period_ns / step_time_ns, ns_words[1],
-                            step_time_source, compute_pct, idle_pct, ns_words[6]) END,
+                            '{} of the profiled steps'' CPU time {}: the step''s shares (compute {:.0f} %, '
+                            'idle {:.0f} %) are of that window; the other {} of the step ran no traced device '
+                            'work (charted as idle in ms per step)', ns_words[5],
+                            CASE WHEN period_ns < cpu_step_ns / 100 THEN 'under 1 %'
+                                 ELSE format('{:.0f} %', 100.0 * period_ns / cpu_step_ns) END,
+                            ns_words[7], compute_pct, idle_pct, ns_words[6]) END,
            CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
                 THEN format('step time {} (the collector''s step log, steps outside the profiled window) '
                             'is {:.2f} × the profiled steps'' {} (ProfilerStep median of the slowest rank): '
