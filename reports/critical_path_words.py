@@ -11,8 +11,8 @@ the communication on the path (the blocking part of it).
 The step named is the run's longest path (its slowest step), the first profiled step left out
 where later ones exist, as the steady-state step period leaves it out (its window starts at its
 annotation, not at a previous step's end, so it also holds the time before its first launch); with
-several steps the sentence says in how many of them the same rank held the most path time.  Built from values, left out when the
-run has no path (CPU-only traces, no ProfilerStep annotations).
+several steps the sentence says in how many of them the same rank held the most path time.  Built
+from values, left out when the run has no path (CPU-only traces, no ProfilerStep annotations).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def path_sentence(steps: pl.DataFrame) -> str | None:
     if steps.is_empty():
         return None
     later = steps.filter(pl.col("step") > steps["step"].min())
-    s = (later if not later.is_empty() else steps).sort(["path_ns", "step"], descending=[True, False]).row(0, named=True)
+    named = later if not later.is_empty() else steps
+    s = named.sort(["path_ns", "step"], descending=[True, False]).row(0, named=True)
     path = s["path_ns"]
     if not duration(path):
         return None

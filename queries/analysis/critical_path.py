@@ -4,9 +4,9 @@ The graph is SQL (``queries/macros/critical_path_graph.sql``: one row per node w
 its predecessors; ``critical_path_steps.sql``: each rank's step window and the slowest rank).  Here
 is only the walk: from the end of the slowest rank's step back to its start, at every node taking
 the predecessor that became ready last (the one the node waited for).  Every edge runs forward in
-time, so the segments tile the window and the path's length is the slowest rank's step time.  The
-walk visits the path's nodes only (a Python step per segment, none per event); the arrays it
-indexes come from one Arrow result.
+time, so the segments tile the window and the path's length is the slowest rank's step window
+(critical_path_steps: a rank's windows never overlap).  The walk visits the path's nodes only (a
+Python step per segment, none per event); the arrays it indexes come from one Arrow result.
 
 At a node i reached at time t (its end, or a point inside it):
 
@@ -29,8 +29,12 @@ At a node i reached at time t (its end, or a point inside it):
   wait, see WAIT_SLACK_NS) the one ready last is taken, ties to the lane: the time
   between is ``launch_delay`` on a stream (the kernel was launched or its stream free, yet it had
   not started) and, on a thread, ``cpu_op`` named after the op that launched the next call's
-  device events, or ``host_gap`` when no op is known.  A node without predecessors leaves a
-  ``host_gap`` back to the window's start.
+  device events, or ``host_gap`` when no op is known.  A host wait (``drained``) is one more
+  predecessor of a runtime call: the device event queued ahead of its next launch, when the host gap
+  before the call (at least BLOCKED_CALL_NS, no call in it) had that stream busy through it and
+  ended within WAIT_SLACK_NS of that event's end; the step's last host gap likewise waits for the
+  step's last device event.  A node without predecessors leaves a ``host_gap`` back to the
+  window's start.
 
 ``prepare(db, run_id)`` runs the walk and replaces the ``critical_path_rows`` macro on the
 database's connection with one over the result, so the ``critical_path`` and
