@@ -1132,3 +1132,37 @@ def test_a_host_gap_is_a_wait_only_when_it_is_longer_than_a_hosts_overhead(tmp_p
         expected = {"host_gap": 10 + 2 + 20, "cpu_op": 2, "launch_delay": 5 + 5, "compute_kernel": k1_us + 100}
     assert row["path_ns"] == row["step_ns"] == end * US == sum(expected.values()) * US
     assert _kinds(row) == _us({"memory": 0, "comm_transfer": 0, "comm_wait": 0, **expected})
+
+
+@pytest.mark.parametrize("bubble_us", [3, 40])
+def test_a_stream_busy_through_the_gap_may_idle_only_briefly(tmp_path, bubble_us):
+    """One rank, one step (µs).  The host launches A, B, C, D (100 µs each, stream 7) at 10, 16, 22,
+    28 (4 µs calls); A runs [15, 115), B and C each 3 µs after the one before, D `bubble` after C.
+    The host launches E (50 µs, 5 µs after its call) 2 µs after D ends and waits for it in a
+    cudaDeviceSynchronize that returns 2 µs after; the step ends 20 µs later.  The host gap before
+    E's launch starts at 32.  With 3 µs bubbles stream 7 was busy through it (every idle piece under
+    20 µs): the host waited for D, and the path runs back through D, C, B and A (each 3 µs apart,
+    launch delay: their stream was free, they had not started) to A's launch.  A 40 µs bubble is
+    an idle stream: the gap is host time, and the path is E and the host's calls and gaps."""
+    a, b, c = 15, 15 + 100 + 3, 15 + 2 * (100 + 3)
+    d = c + 100 + bubble_us
+    l_e = d + 100 + 2
+    e = l_e + 5
+    end = e + 50 + 2 + 20
+    events = [_step(0, end)]
+    for n, (ts, start) in enumerate(zip((10, 16, 22, 28), (a, b, c, d)), 1):
+        events += [_rt("cudaLaunchKernel", ts, 4, n), _kernel("sm90_xmma_gemm_f32f32", start, 100, n)]
+    events += [_rt("cudaLaunchKernel", l_e, 4, 5), _kernel("flash_fwd_kernel", e, 50, 5),
+               _rt("cudaDeviceSynchronize", l_e + 5, e + 50 + 2 - (l_e + 5), 6)]
+    run = _one_rank(tmp_path / "bubbles", events)
+    db = tmp_path / "bubbles.duckdb"
+    assert not ingest([run], db=db, workers=1).errors
+    (row,) = query(db, "critical_path_summary").iter_rows(named=True)
+    if bubble_us <= 20:
+        expected = {"host_gap": 10 + 2 + 20, "launch_delay": 5 + 3 + 3 + bubble_us + 5, "compute_kernel": 4 * 100 + 50,
+                    "cpu_op": 2}
+    else:  # E's launch delay; the host: before L_a, its four calls and the 2 µs between them, the gap, the tail
+        expected = {"host_gap": 10 + 3 * 2 + (l_e - 32) + 20, "launch_delay": 5, "compute_kernel": 50,
+                    "cpu_op": 4 * 4 + 2}
+    assert row["path_ns"] == row["step_ns"] == end * US == sum(expected.values()) * US
+    assert _kinds(row) == _us({"memory": 0, "comm_transfer": 0, "comm_wait": 0, **expected})
