@@ -256,6 +256,7 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
     codes = _Codes()
     dev, cpu = _Builder(codes), _Builder(codes)
     lower: dict = {}
+    unknown: dict = {}  # category -> None (known), False (unknown), True (unknown, found by its args)
     found: dict = {}
     unplaced: dict = {}
     for index, ev in enumerate(iter_events(raws)):
@@ -264,11 +265,12 @@ def read_python(doc: TraceDoc, device_cats: frozenset, keep_python: bool, gpu_tr
         cat = lower.get(ev.cat)
         if cat is None:
             cat = lower[ev.cat] = (ev.cat or "").lower()
+            unknown[cat] = found_on_device(cat, device_cats) if unknown_category(cat, device_cats) else None
         if cat in device_cats:
             dev.add(index, ev)
             continue
-        if unknown_category(cat, device_cats):
-            if found_on_device(cat, device_cats) and _on_device(index, ev):
+        if unknown[cat] is not None:
+            if unknown[cat] and _on_device(index, ev):
                 found[cat] = found.get(cat, 0) + 1
                 dev.add(index, ev)
                 continue
