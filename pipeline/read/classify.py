@@ -6,6 +6,10 @@ are data: an ordered list of :class:`Rule`, first match wins.  Override them
 with ``scaletrace ingest --rules FILE.json`` (a JSON list of objects with the
 same fields) or by passing ``rules=`` to :func:`pipeline.execute.ingest`.
 
+One decision needs more than an event's category and name, so it is taken where the launch link is
+known (``pipeline/read/extract.py``, ``_comm_by_launch``): a compute kernel launched directly by a
+collective call (:func:`is_collective_call` of its launching op) is communication.
+
 Differences from HTA 0.5.0 (``hta/utils/utils.py``), documented in the README:
 
 * HTA calls a kernel communication only when it matches ``^nccl.*Kernel``;
