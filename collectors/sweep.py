@@ -110,8 +110,8 @@ SCHEMA: dict[str, tuple[str, Callable[[object], bool]]] = {
     "command": ('a non-empty list of strings, e.g. ["train.py", "--layout", "{layout}"]', _is_text_list),
     "matrix": ("a table of non-empty lists of strings or numbers, e.g. [matrix] world_size = [1, 2]",
                lambda v: isinstance(v, dict) and bool(v)),
-    "launcher": ('a non-empty list of strings, e.g. ["torchrun", "--nproc-per-node", "{world_size}"]',
-                 _is_text_list),
+    "launcher": ('a list of strings, e.g. ["torchrun", "--nproc-per-node", "{world_size}"] ([]: the command '
+                 'runs as it is)', lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "run_id": ('a non-empty string, e.g. "{workload}-{world_size}"', _is_text),
     "exclude": ("a list of tables ([[exclude]]) of matrix names to values", lambda v: isinstance(v, list)),
     "timeout_s": ("a positive number of seconds", _is_timeout),
