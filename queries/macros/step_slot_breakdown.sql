@@ -2,7 +2,7 @@
 -- description: Every breakdown column of each profiled step's device slot (the step model), with its windows.
 -- grain: one row per trace × ProfilerStep that launched device work spanning a positive time (step_windows)
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: step_windows
+-- depends: step_windows, window_breakdown
 -- The window is the step's device slot (step_windows: from the end of the
 -- earlier steps' device work to the end of this step's), span_ns = slot_ns,
 -- and every part is measured over the device timeline inside it: U(X) the union
@@ -14,10 +14,19 @@
 -- (inclusion-exclusion over the sets all, compute, comm, memory, cc, ccm).  The
 -- slots tile the profiled steps' device window, so each part summed over a
 -- rank's steps is that part of the window (steps_breakdown).
+-- Where a rank's steps' device windows never overlap (each step's device work
+-- starts after the earlier steps' ends), a slot holds its own step's events
+-- only, and its parts are the step's own unions computed at ingest
+-- (window_breakdown) over the slot's span; only the other traces' device
+-- timelines are merged here.
 -- Also: the step's cpu_*, device_* and slot_* columns and first_slot (step_windows).
 -- Units: *_ns nanoseconds; percent (0–100): a bare *_pct of the span, *_pct_of_X of X.
 WITH w AS (
     SELECT * FROM step_windows(run)
+),
+overlapping AS (
+    -- traces where some step's device work starts before the earlier steps' has ended
+    SELECT trace_id FROM w GROUP BY trace_id HAVING NOT bool_and(device_start_ns >= slot_start_ns)
 ),
 ev AS (
     SELECT d.trace_id, d.ts_ns AS s, d.ts_ns + d.dur_ns AS e,
@@ -25,34 +34,27 @@ ev AS (
                        WHEN 'memory' THEN ['all', 'memory', 'ccm'] ELSE ['all'] END AS sets
     FROM device_events d
     WHERE d.step IS NOT NULL AND d.dur_ns > 0 AND (run IS NULL OR d.run_id = run)
-      AND d.trace_id IN (SELECT trace_id FROM w)
+      AND d.trace_id IN (SELECT trace_id FROM overlapping)
+),
+cut AS (
+    -- each event clipped to every slot it runs in
+    SELECT w.trace_id, w.step, greatest(ev.s, w.slot_start_ns) AS s, least(ev.e, w.slot_end_ns) AS e, ev.sets
+    FROM ev JOIN w ON w.trace_id = ev.trace_id AND ev.s < w.slot_end_ns AND ev.e > w.slot_start_ns
 ),
 flat AS (
-    SELECT trace_id, s, e, unnest(sets) AS set_name FROM ev
+    SELECT trace_id, step, s, e, unnest(sets) AS set_name FROM cut
 ),
-marked AS (
-    -- a new merged interval starts where an event starts after every earlier one of its set ended
-    SELECT trace_id, set_name, s, e,
-           CASE WHEN s > max(e) OVER (PARTITION BY trace_id, set_name ORDER BY s, e
-                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                THEN 0 ELSE 1 END AS joins
+swept AS (
+    -- |U| of a set in a slot: in start order, each event adds what it runs past every earlier end
+    SELECT *, max(e) OVER (PARTITION BY trace_id, step, set_name ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
     FROM flat
 ),
-numbered AS (
-    SELECT *, sum(1 - joins) OVER (PARTITION BY trace_id, set_name ORDER BY s, e
-                                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-    FROM marked
-),
-islands AS (
-    SELECT trace_id, set_name, min(s) AS s, max(e) AS e FROM numbered GROUP BY trace_id, set_name, island
-),
 clipped AS (
-    SELECT w.trace_id, w.step, i.set_name,
-           sum(least(i.e, w.slot_end_ns) - greatest(i.s, w.slot_start_ns)) AS union_ns
-    FROM w JOIN islands i ON i.trace_id = w.trace_id AND i.s < w.slot_end_ns AND i.e > w.slot_start_ns
-    GROUP BY w.trace_id, w.step, i.set_name
+    SELECT trace_id, step, set_name, sum(greatest(0, e - greatest(s, coalesce(reach, s)))) AS union_ns
+    FROM swept GROUP BY trace_id, step, set_name
 ),
-u AS (
+merged AS (
     SELECT w.*,
            coalesce(max(union_ns) FILTER (WHERE set_name = 'all'), 0)::BIGINT AS busy_ns,
            coalesce(max(union_ns) FILTER (WHERE set_name = 'compute'), 0)::BIGINT AS compute_ns,
@@ -61,7 +63,19 @@ u AS (
            coalesce(max(union_ns) FILTER (WHERE set_name = 'cc'), 0)::BIGINT AS cc_ns,
            coalesce(max(union_ns) FILTER (WHERE set_name = 'ccm'), 0)::BIGINT AS ccm_ns
     FROM w LEFT JOIN clipped c USING (trace_id, step)
+    WHERE w.trace_id IN (SELECT trace_id FROM overlapping)
     GROUP BY ALL
+),
+own AS (
+    -- a slot of a trace whose steps' device windows do not overlap: its own step's unions
+    SELECT w.*, b.busy_ns, b.compute_ns, b.comm_ns, b.memory_ns,
+           b.compute_ns + b.comm_ns - b.overlap_ns AS cc_ns,
+           b.compute_ns + b.comm_ns - b.overlap_ns + b.exposed_memory_ns AS ccm_ns
+    FROM w JOIN window_breakdown(true, run) b USING (trace_id, step)
+    WHERE w.trace_id NOT IN (SELECT trace_id FROM overlapping)
+),
+u AS (
+    SELECT * FROM merged UNION ALL BY NAME SELECT * FROM own
 )
 SELECT trace_id, run_id, rank, step, slot_ns AS span_ns, busy_ns, slot_ns - busy_ns AS idle_ns,
        compute_ns, comm_ns, memory_ns,
