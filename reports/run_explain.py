@@ -141,8 +141,9 @@ def step_sentence(s: dict) -> str:
     parts = [f"{share(s[f'{p}_pct'])} {words}" for p, words in STEP_PARTS.items()
              if present(s.get(f"{p}_pct")) and s[f"{p}_pct"] > 0]
     if parts:
-        window = ("the profiled steps' device window" if present(s.get("traced_window_per_step_ns"))
-                  else "the traced span")
+        # the window's length per step: the mean device slot, the idle sentence's "of its … on the device"
+        window = (f"the profiled steps' device window ({duration(s['traced_window_per_step_ns'])} a step)"
+                  if present(s.get("traced_window_per_step_ns")) else "the traced span")
         clauses.append(f"{window} is {listing(parts)} (mean over ranks)")
     return _sentence("; ".join(clauses))
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SHARED_TRACES, cpu, kernel, query, write_trace
 from scaletrace.pipeline import connect, ingest
-from scaletrace.reports.run_explain import idle_sentence
+from scaletrace.reports.run_explain import idle_sentence, step_sentence
 from scaletrace.reports.words import duration
 
 US = 1000  # ns per µs
@@ -87,6 +87,9 @@ def test_one_idle_figure_in_the_run_and_in_words(behind_db):
     idle = query(behind_db, "idle_breakdown")
     said = idle_sentence(idle)
     assert f"sat idle {duration(130 * US / 3)} per profiled step, 38 % of its {duration(340 * US / 3)} on the device" in said
+    # the step sentence: the same window per step and the same idle share
+    step = step_sentence(s)
+    assert f"the profiled steps' device window ({duration(340 * US / 3)} a step) is" in step and "38 % idle" in step
 
 
 def test_run_breakdown_parts_of_the_step_fit_the_step(behind_db):
