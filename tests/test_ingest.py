@@ -121,7 +121,9 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             "cpu_only",
             # critical_path / critical_path_summary: where a segment runs, what it is part of, who costs most
             "lane", "event_id", "slowest_rank", "by_rank", "top_rank", "top_op", "top_op_kind", "top_op_rank",
-            "has_sync_events", "cross_stream_basis"}
+            "has_sync_events", "cross_stream_basis",
+            # run_breakdown: the step length its ms-per-step parts are drawn on ('step_time' / 'device_period')
+            "step_basis"}
 
 
 @pytest.fixture(scope="module")
