@@ -115,14 +115,21 @@ def _falling_behind(run, kernel_us, step_us=100, steps=4):
     return run
 
 
-def test_device_outlasting_the_cpu_step_is_a_warning(tmp_path):
+@pytest.fixture(scope="module")
+def falling_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("falling")
+    db = root / "f.duckdb"
+    assert not ingest([_falling_behind(root / "behind", 115), _falling_behind(root / "keeps", 90)],
+                      db=db, workers=1).errors
+    return db
+
+
+def test_device_outlasting_the_cpu_step_is_a_warning(falling_db):
     """GEMMs of 115 µs in 100 µs CPU steps: slots 115 µs each (the first from its start), the device
     period 115 µs = 1.15 × the step time: the device runs behind (the old check waited for 1.5 ×).
     The ms-per-step bar is on the device period (115 µs), not a 115 µs bar under a 100 µs label.
     GEMMs of 90 µs: slots of 100 µs after the first, no warning."""
-    db = tmp_path / "f.duckdb"
-    assert not ingest([_falling_behind(tmp_path / "behind", 115), _falling_behind(tmp_path / "keeps", 90)],
-                      db=db, workers=1).errors
+    db = falling_db
     rows = {r["run_id"]: r for r in query(db, "run_summary").to_dicts()}
     behind, keeps = rows["behind"], rows["keeps"]
     assert behind["device_step_period_ns"] == 115 * US and behind["step_time_ns"] == 100 * US
@@ -175,15 +182,12 @@ def test_the_identities_on_the_shared_traces(shared_db):
     assert idle["idle_ns"].mean() <= idle["span_ns"].mean()
 
 
-def test_the_step_chart_labels_its_bar_with_the_length_it_draws(tmp_path):
+def test_the_step_chart_labels_its_bar_with_the_length_it_draws(falling_db):
     """The falling-behind run's bar is its 115 µs device period, labelled so with the host's 100 µs step
     beside it (never a 115 µs bar under a '100 µs' label); the run that keeps up: its 100 µs step."""
     from scaletrace.reports.charts_step import _long_parts, _spread, build_step_time
 
-    db = tmp_path / "c.duckdb"
-    assert not ingest([_falling_behind(tmp_path / "behind", 115), _falling_behind(tmp_path / "keeps", 90)],
-                      db=db, workers=1).errors
-    breakdown = query(db, "run_breakdown")
+    breakdown = query(falling_db, "run_breakdown")
     labels = dict(_spread(breakdown).select("run_id", "si_label").iter_rows())
     assert labels == {"behind": "115 µs device · host step 100 µs", "keeps": "100 µs"}
     bars = _long_parts(breakdown).group_by("run_id").agg(pl.col("ms").sum(), pl.col("step_ms").first())
