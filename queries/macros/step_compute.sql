@@ -2,9 +2,10 @@
 -- description: Per trace and profiled step: where its compute ends and how much of it there is.
 -- grain: one row per trace × profiled step that launched a compute kernel
 -- param: run VARCHAR a run_id, or NULL for every run
--- A device event belongs to the step whose CPU interval launched it (as in
--- rank_step_breakdown).  compute_end_ns = the end of the step's last compute
--- kernel; compute_ns = |U(compute)| over the step (interval_unions).  The
+-- A device event belongs to the step whose CPU interval launched it (the step
+-- model's device window, step_windows: the step's own kernels, wherever they
+-- run).  compute_end_ns = the end of the step's last compute kernel; compute_ns
+-- = |U(compute)| over the step's own kernels (interval_unions).  The
 -- compute that can still hide a collective starting at t is
 -- |U(compute) ∩ [t, compute_end_ns]| (compute_islands): overlap_headroom and
 -- run_collective_fit both measure it so.
