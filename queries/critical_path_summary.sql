@@ -11,9 +11,13 @@
 -- time per rank (rank, ns), most first; top_rank / top_rank_ns = the first of
 -- them.  top_op, top_op_kind, top_op_rank, top_op_ns: the (rank, kind, name)
 -- with the most path time.  exposed_comm_ns = the step's exposed
--- communication (Σ |event \ U(compute)| over the comm events the step
--- launched), the mean over the run's ranks in the step; path_comm_ns = the
--- communication on the path (comm_transfer_ns + comm_wait_ns);
+-- communication in the step model (docs/metrics.md "The step model"):
+-- rank_step_breakdown's exposed_comm_ns, |U(comm) \ U(compute)| over the
+-- rank's device slot of the step (whichever step launched the events, each
+-- instant once), the mean over the run's ranks in the step (a rank whose step
+-- launched no device work has an empty slot: 0), so it is never longer than
+-- the longest of the ranks' slots; path_comm_ns = the communication on the
+-- path (comm_transfer_ns + comm_wait_ns);
 -- blocking_comm_ns = the part of it outside its rank's compute (communication
 -- that is exposed and on the path: it cost step time), so blocking_comm_ns ≤
 -- path_comm_ns; blocking_comm_pct_of_path_comm = 100 · blocking ÷ path_comm,
@@ -25,6 +29,10 @@
 -- 'sync events' (every GPU trace of the run records its stream waits:
 -- critical_path_waits), 'inferred' (none does: a wait is inferred from the
 -- times, another stream's event that ended within 20 µs before), 'mixed'.
+-- steady_state: the step is one of those the steady-state step period
+-- (run_summary.device_step_period_ns) is the median over: some rank's step
+-- launched device work (it has a device slot), and it is no rank's first
+-- such step, unless no later one exists (explain names one of these steps).
 -- Units: *_ns nanoseconds, *_pct_of_path_comm percent.
 WITH seg AS (
     SELECT * FROM critical_path_rows($run_id)
@@ -74,10 +82,12 @@ win AS (
            any_value(step_ns) FILTER (WHERE is_slowest) AS step_ns, count(DISTINCT rank) AS ranks_in_step
     FROM critical_path_steps($run_id) GROUP BY run_id, step
 ),
-exposed AS (
-    SELECT c.run_id, d.step, sum(c.exposed_ns) AS exposed_sum_ns
-    FROM collectives c JOIN device_events d USING (trace_id, event_id)
-    WHERE ($run_id IS NULL OR c.run_id = $run_id) AND d.step IS NOT NULL GROUP BY ALL
+slots AS (  -- the step model's per-step parts, each rank's step measured over its device slot
+    SELECT run_id, step, sum(exposed_comm_ns) AS exposed_sum_ns, bool_or(first_slot) AS first_slot
+    FROM step_slot_breakdown($run_id) GROUP BY run_id, step
+),
+exposed AS (  -- the steps the steady-state step period is the median over (run_summary.device_step_period_ns)
+    SELECT *, NOT first_slot OR bool_and(first_slot) OVER (PARTITION BY run_id) AS steady_state FROM slots
 ),
 sync AS (
     SELECT run_id, bool_or(kind = 'sync') AS has_sync_events FROM device_events
@@ -97,7 +107,8 @@ joined AS (
            k.comm_transfer_ns + k.comm_wait_ns AS path_comm_ns, coalesce(b.blocking_comm_ns, 0) AS blocking_comm_ns,
            coalesce(y.has_sync_events, false) AS has_sync_events,
            CASE WHEN coalesce(ws.synced, 0) = 0 THEN 'inferred' WHEN ws.synced = ws.gpu_traces THEN 'sync events'
-                ELSE 'mixed' END AS cross_stream_basis
+                ELSE 'mixed' END AS cross_stream_basis,
+           coalesce(e.steady_state, false) AS steady_state
     FROM kinds k
     JOIN win w USING (run_id, step)
     JOIN ranks r USING (run_id, step)
@@ -107,9 +118,10 @@ joined AS (
     LEFT JOIN sync y USING (run_id)
     LEFT JOIN waits ws USING (run_id)
 )
-SELECT * EXCLUDE (has_sync_events, cross_stream_basis),
+SELECT * EXCLUDE (has_sync_events, cross_stream_basis, steady_state),
        100.0 * blocking_comm_ns / nullif(path_comm_ns, 0) AS blocking_comm_pct_of_path_comm,
        has_sync_events,
-       cross_stream_basis
+       cross_stream_basis,
+       steady_state
 FROM joined
 ORDER BY run_id, step

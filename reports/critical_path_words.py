@@ -8,11 +8,14 @@ the path is outside compute (blocking: 100 % of the path's communication).'
 Every share has a denominator that bounds it: the path (a rank's, an op's, a kind's time on it) or
 the communication on the path (the blocking part of it).
 
-The step named is the run's longest path (its slowest step), the first profiled step left out
-where later ones exist, as the steady-state step period leaves it out (its window starts at its
-annotation, not at a previous step's end, so it also holds the time before its first launch); with
-several steps the sentence says in how many of them the same rank held the most path time.  Built
-from values, left out when the run has no path (CPU-only traces, no ProfilerStep annotations).
+The step named is the run's longest path (its slowest step) among the steps the steady-state step
+period is measured over (critical_path_summary.steady_state, the step model): steps that launched
+device work, the first of them left out where later ones exist (its window starts at its
+annotation, not at a previous step's end, so it also holds the time before its first launch).  A
+step that launched no device work is never the one named (its path is host time only: not the
+step), unless no step launched any.  With several steps the sentence says in how many of them the
+same rank held the most path time.  Built from values, left out when the run has no path (CPU-only
+traces, no ProfilerStep annotations).
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ def path_sentence(steps: pl.DataFrame) -> str | None:
     steps = steps.filter(pl.col("path_ns") > 0) if not steps.is_empty() else steps
     if steps.is_empty():
         return None
-    later = steps.filter(pl.col("step") > steps["step"].min())
-    named = later if not later.is_empty() else steps
+    steady = steps.filter(pl.col("steady_state"))
+    named = steady if not steady.is_empty() else steps
     s = named.sort(["path_ns", "step"], descending=[True, False]).row(0, named=True)
     path = s["path_ns"]
     if not duration(path):

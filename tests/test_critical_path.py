@@ -1028,6 +1028,74 @@ def test_blocking_communication_is_a_share_of_the_communication_on_the_path(tmp_
         assert "blocking_comm_pct_of_exposed_comm" not in row
 
 
+# --- the step model: the step's exposed communication, the step explain names ------------------
+
+SPILL_STEPS = ((0, 90), (90, 110), (200, 200))  # (start, length) of each ProfilerStep's annotation, µs
+
+
+def _spill_events(rank: int) -> list[dict]:
+    """One rank (µs).  Step 0 launches a GEMM [10, 20) on stream 7 and two all_reduces on their own
+    streams, [20, 100) and [22, 102), both exposed and overlapping each other.  Step 1 launches, as
+    soon as it starts, an all_reduce [95, 135) that runs while step 0's are still running, then a
+    GEMM [140, 190).  Step 2 (the last, 200 µs of host time: an export, an evaluation) launches no
+    device work."""
+    rec = _Recorder()
+    for n, (ts, dur) in enumerate(SPILL_STEPS):
+        rec.events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+                           "ts": ts, "dur": dur, "args": {}})
+    ar = {"Collective name": "allreduce", "Process Group Name": "0", "Group size": 1, "dtype": "Float",
+          "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20}
+    for name, call_us, start, end, stream, extra in (
+            ("sm90_xmma_gemm_bf16bf16_bf16f32", 5, 10, 20, 7, {}), (AR_NAME, 8, 20, 100, 20, ar),
+            (AR_NAME, 12, 22, 102, 21, ar), (AR_NAME, 92, 95, 135, 22, ar),
+            ("sm90_xmma_gemm_bf16bf16_bf16f32", 94, 140, 190, 7, {})):
+        rec.kernel(name, start, end - start, stream, rec.call("cudaLaunchKernel", call_us, 2), **extra)
+    return rec.events
+
+
+@pytest.fixture(scope="module")
+def spill(tmp_path_factory) -> Path:
+    run = _write_run(tmp_path_factory.mktemp("spill") / "spill", 1, _spill_events)
+    db = run.parent / "spill.duckdb"
+    report = ingest([run], db=db, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    return db
+
+
+def test_a_steps_exposed_communication_is_the_exposed_time_of_its_slot(spill):
+    """Worked out by hand on the trace above.  Step 0's device work ends at 102, step 1's at 190: the
+    slots (the step model) are [10, 102) (92 µs) and [102, 190) (88 µs); the critical path's windows
+    [0, max(90, 102)) = 102 µs and [102, max(200, 190)) = 98 µs, and step 2's [200, 400) = 200 µs.
+    Exposed communication in a slot = |U(comm) \\ U(compute)| inside it: slot 0 holds the all_reduces
+    [20, 102) (step 1's [95, 102) is under step 0's), none under the GEMM [10, 20): 82 µs; slot 1 the
+    rest of step 1's all_reduce [102, 135), the GEMM after it: 33 µs; step 2 has no slot: 0.  Summed
+    per event over the steps that launched them it would be 80 + 80 = 160 µs for step 0 (longer than
+    its 102 µs window) and 40 µs for step 1."""
+    summary = query(spill, "critical_path_summary")
+    by_step = {r["step"]: r for r in summary.iter_rows(named=True)}
+    assert {n: r["step_ns"] for n, r in by_step.items()} == _us({0: 102, 1: 98, 2: 200})
+    assert {n: r["exposed_comm_ns"] for n, r in by_step.items()} == _us({0: 82, 1: 33, 2: 0})
+    # the same figure, over the same slots, as rank_step_breakdown's
+    per_step = query(spill, "rank_step_breakdown")
+    assert dict(zip(per_step["step"], per_step["span_ns"])) == _us({0: 92, 1: 88})
+    assert dict(zip(per_step["step"], per_step["exposed_comm_ns"])) == _us({0: 82, 1: 33})
+
+
+def test_explain_names_a_step_of_the_steady_state_never_an_empty_one(spill):
+    """The steps the steady-state step period is the median over are those with a device slot, the
+    first left out where later ones exist: step 1 alone here.  Step 2 launched no device work: its
+    200 µs path is host time, the longest of the run's, yet it is not the step; neither is step 0
+    (its window holds the host's time before its first launch)."""
+    from scaletrace.reports.critical_path_words import path_sentence
+
+    summary = query(spill, "critical_path_summary")
+    assert dict(zip(summary["step"], summary["steady_state"])) == {0: False, 1: True, 2: False}
+    assert summary.filter(pl.col("step") == 2)["path_ns"].item() == max(summary["path_ns"]) == 200 * US
+    text = path_sentence(summary)
+    assert text.startswith("Step 1's critical path (98 µs, the slowest rank's step: rank 0)"), text
+    assert "in 3 of the 3 steps" in text  # the other steps still count for the rank that holds the path
+
+
 # --- the identities on the real traces ------------------------------------------------------------
 
 def _raw_step_windows(path: Path) -> dict:
@@ -1104,6 +1172,33 @@ def test_every_shared_run_keeps_the_identities_of_its_path(shared_db):
     pct = summary["blocking_comm_pct_of_path_comm"].drop_nulls()
     assert ((pct >= 0) & (pct <= 100)).all()
     assert summary.filter(on_path == 0)["blocking_comm_pct_of_path_comm"].null_count() == (on_path == 0).sum()
+
+
+def test_every_shared_runs_exposed_communication_is_its_steps_slots(shared_db):
+    """On every shared run each step's exposed communication is rank_step_breakdown's over the same
+    slots, the mean over the ranks with the step (a rank whose step launched no device work: 0), so
+    never longer than the longest of the ranks' slots nor than the step's path.  The step explain
+    names is one of the steady state's where the run has one (tracelens-mi300x step 16: 11.96 ms
+    exposed of its 18.98 ms step, not the 21.14 ms of the comm kernels it launched; hta-mi250-rocm:
+    step 1's 9.29 ms path, not the 49 µs of step 2, which launched no device work)."""
+    from scaletrace.pipeline import connect
+    from scaletrace.reports.critical_path_words import path_sentence
+
+    summary = query(shared_db, "critical_path_summary")
+    per_rank = query(shared_db, "rank_step_breakdown")
+    with connect(shared_db) as database:
+        ranks = database.sql("SELECT run_id, step, count(DISTINCT rank) AS ranks FROM critical_path_steps(NULL) "
+                             "GROUP BY ALL")
+    slots = per_rank.group_by("run_id", "step").agg(pl.col("exposed_comm_ns").sum().alias("exposed_sum"),
+                                                     pl.col("span_ns").max().alias("longest_slot"))
+    joined = summary.join(ranks, on=["run_id", "step"]).join(slots, on=["run_id", "step"], how="left")
+    assert joined.height == summary.height and joined["exposed_comm_ns"].sum() > 0
+    for r in joined.iter_rows(named=True):
+        assert r["exposed_comm_ns"] == round((r["exposed_sum"] or 0) / r["ranks"]), r
+        assert r["exposed_comm_ns"] <= min(r["longest_slot"] or 0, r["step_ns"]), r
+    for (run,), part in summary.partition_by("run_id", as_dict=True).items():
+        named = int(re.match(r"Step (\d+)'s", path_sentence(part)).group(1))
+        assert part.filter(pl.col("step") == named)["steady_state"].item() or not part["steady_state"].any(), run
 
 
 @pytest.mark.parametrize("k1_us", [30, 60])
