@@ -239,3 +239,20 @@ def test_other_kineto_device_categories(tmp_path, category, kind):
     sync = con.sql("SELECT coalesce(sum(dur_ns), 0) FROM device_events WHERE kind = 'sync'").fetchall()[0][0]
     con.close()
     assert (row["compute_ns"], row["comm_ns"], sync) == (expected["compute"], expected["comm"], expected["sync"])
+
+
+@pytest.mark.parametrize("category", ["cpu_op", "cuda_runtime", "hip_runtime", "user_annotation", "hpu_op",
+                                      "glow_runtime", "Operator"])
+def test_host_categories_with_a_stream_arg_stay_on_the_host(tmp_path, category):
+    """A CPU op or runtime call may carry a stream arg (Triton launches, ROCm's runtime calls): it never
+    becomes a device lane; the device holds the kernel alone."""
+    run = tmp_path / "run"
+    write_trace(run / "rank0.json", [
+        cpu("cudaLaunchKernel", 1, 1, cat="cuda_runtime", correlation=1), kernel("gemm", 0, 100, corr=1),
+        cpu("host_thing", 200, 40, cat=category, stream=3, device=0)], rank=0)
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(main, ["ingest", str(run), "--db", str(db), "--workers", "1"])
+    assert result.exit_code == 0 and "vocabulary" not in result.output and "device arg" not in result.output
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.sql("SELECT name FROM device_events").fetchall() == [("gemm",)]
+    con.close()

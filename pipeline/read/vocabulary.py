@@ -50,9 +50,11 @@ PYTHON_CAT = "python_function"  # Python stack events: dropped unless --keep-pyt
 GPU_ANNOTATION_CAT = "gpu_user_annotation"  # annotations mirrored on the GPU timeline: only steps kept
 PROFILER_CAT = "trace"  # the profiler's own spans: dropped
 # Host-side categories: never device activity, whatever their args (a `cpu_op` or a ROCm runtime call
-# may carry a `stream` arg).  2021 schema: `Operator`, `Runtime`; CUPTI's own `overhead`.
+# may carry a `stream` arg).  2021 schema: `Operator`, `Runtime`; CUPTI's own `overhead`; libkineto's
+# host-side `hpu_op` and `glow_runtime`.
 HOST_CATS = RUNTIME_CATS | {CPU_OP_CAT, USER_ANNOTATION_CAT, PYTHON_CAT, GPU_ANNOTATION_CAT, PROFILER_CAT,
-                            "cpu_instant_event", "overhead", "operator", "user", "external_correlation"}
+                            "cpu_instant_event", "overhead", "operator", "user", "external_correlation",
+                            "hpu_op", "glow_runtime"}
 # Categories whose events are not activity on a device timeline, with why (a note names them when a
 # trace holding them is stored CPU-only).  CUPTI's range profiler (libkineto CuptiRangeProfiler) writes
 # one event per counter range, timed by splitting the profiled span evenly: no kernel's real time.
