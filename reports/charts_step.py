@@ -112,7 +112,7 @@ def _spread(bars: pl.DataFrame) -> pl.DataFrame:
     steps (query step_time_spread; none: the bar alone), the bar's length (bar_ms: run_breakdown's
     step_basis_ns) and the label 'p50 · p95' at the end of the bar or whisker.  Where the device runs
     behind the host (run_breakdown.step_basis 'device_period') the bar is the device's step period
-    and its label says so, with the host's step beside it ('18.8 ms device · host step 16 ms')."""
+    and its label says so, with the host's step beside it ('28.9 ms device · host step 16 ms')."""
     device = (pl.col("step_basis") == "device_period") if "step_basis" in bars.columns else pl.lit(False)
     df = bars.select("run_id", "step_time_ns", basis_ns=_basis_ns(bars), device=device.fill_null(False),
                      step_ms=pl.col("step_time_ns") / 1e6, bar_ms=_basis_ns(bars) / 1e6,
