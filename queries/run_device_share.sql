@@ -15,8 +15,12 @@
 -- Triton trace's 1.76 µs of kernels in a 13.3 s step), they describe that
 -- sliver, not the step; reports/device_share.py holds the threshold and the
 -- words.  On CPU-only traces (cpu_only) the device is the traced threads.
--- Units: *_ns nanoseconds; *_pct_of_step_time percent (0–100, above 100 when
--- the device runs past the host's step) of step_time_ns.
+-- warning: NULL, or (where either percentage is above 100) what it means:
+-- the device's work per step outlasts the step time (it runs behind the
+-- host, or the step time is a host-side one), so the figure is no share of
+-- the step; a percentage above 100 is never shown without it.
+-- Units: *_ns nanoseconds; *_pct_of_step_time percent of step_time_ns (above
+-- 100 only with a warning).
 WITH m AS (
     SELECT run_id, step_time_ns FROM run_metrics($run_id)
 ),
@@ -37,8 +41,19 @@ device AS (
            coalesce(s.busy_ns, w.busy_ns) AS device_busy_ns
     FROM whole w LEFT JOIN per_step s USING (run_id)
 )
-SELECT d.run_id, mode.cpu_only, m.step_time_ns, d.device_span_ns, d.device_busy_ns,
-       100.0 * d.device_busy_ns / nullif(m.step_time_ns, 0) AS device_busy_pct_of_step_time,
-       100.0 * d.device_span_ns / nullif(m.step_time_ns, 0) AS device_span_pct_of_step_time
-FROM device d LEFT JOIN m USING (run_id) LEFT JOIN mode USING (run_id)
-ORDER BY d.run_id
+SELECT *,
+       CASE WHEN greatest(device_busy_pct_of_step_time, device_span_pct_of_step_time) > 100
+            THEN format('above 100 %: the device''s {} per step is {:.0f} % of the {:.3g} ms step time: its work '
+                        'outlasts the step time (the device runs behind the host, or the step time is a '
+                        'host-side one), so this is no share of the step',
+                        CASE WHEN device_busy_pct_of_step_time > 100 THEN 'busy time' ELSE 'span' END,
+                        CASE WHEN device_busy_pct_of_step_time > 100 THEN device_busy_pct_of_step_time
+                             ELSE device_span_pct_of_step_time END,
+                        step_time_ns / 1e6) END AS warning
+FROM (
+    SELECT d.run_id, mode.cpu_only, m.step_time_ns, d.device_span_ns, d.device_busy_ns,
+           100.0 * d.device_busy_ns / nullif(m.step_time_ns, 0) AS device_busy_pct_of_step_time,
+           100.0 * d.device_span_ns / nullif(m.step_time_ns, 0) AS device_span_pct_of_step_time
+    FROM device d LEFT JOIN m USING (run_id) LEFT JOIN mode USING (run_id)
+)
+ORDER BY run_id

@@ -30,7 +30,8 @@
 -- 6·num_params + 12·num_layers·hidden_size·seq_len when all are known, else
 -- 6·num_params, else the FLOP-counted ops' FLOPs (recorded GEMM / attention /
 -- convolution shapes) a step × world_size ÷ tokens_per_step.  device_name
--- (device_basis): run.json device.name, else deviceProperties.  mfu_pct = 100 ·
+-- (device_basis): run.json device.name, else deviceProperties.  cpu_only: every trace of the run holds
+-- no device events (its ranks are CPU ranks, whatever deviceProperties or device.name say).  mfu_pct = 100 ·
 -- tokens_per_s · flops_per_token / (world_size · peak_flops_per_gpu); peak from
 -- run.json device.peak_flops, else the device_peaks table (by device name, for
 -- the run's dtype: run.json `dtype`, else the input type of the GEMMs with the

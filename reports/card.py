@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from scaletrace.reports.chartkit import si as chart_si
+from scaletrace.reports.chartkit import baseline, si as chart_si
+from scaletrace.reports.confidence import split
 from scaletrace.reports.order import sort_runs
-from scaletrace.reports.words import STEP_PARTS, present, share
+from scaletrace.reports.words import STEP_PARTS, gpus as _count, present, share, unit, units_title
 
 MARGINAL_FLOOR_PCT = 50.0
 STOP_RULE = (f"Adding GPUs stops paying at the first GPU count where each added GPU (best run there vs the best "
@@ -58,7 +59,7 @@ BILLION = 1e9
 
 CARD_COLUMNS = ["sweep", "world_size", "run_id", "layout", "runs_at_size", "tokens_per_s", "tokens_per_s_per_gpu",
                 "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run", "base_gpus", "mfu_pct", "mfu_is_lower_bound",
-                "warnings",
+                "warnings", "cpu_only",
                 "hours_per_billion_tokens", "gpu_hours_per_billion_tokens", "tokens_per_joule",
                 "marginal_tokens_per_s_per_gpu", "marginal_pct_of_baseline_gpu"]
 
@@ -125,12 +126,7 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
     counts, is the strategy, else tp-pp-cp (dp grows with the GPU count)."""
     wanted = set(summary["run_id"].to_list() if runs is None else runs)
     summary = summary.filter(pl.col("run_id").is_in(wanted) & pl.col("tokens_per_s").is_not_null())
-    if "tokens_per_step_confidence" in summary.columns:  # never lead with a throughput on guessed tokens
-        low = pl.col("tokens_per_step_confidence") == "low"
-        unsure = sorted(summary.filter(low)["run_id"].to_list())
-        summary = summary.filter(~low | low.is_null())
-    else:
-        unsure = []
+    summary, unsure = split(summary)  # never lead with a throughput on guessed tokens (reports/confidence.py)
     base = scaling.select("run_id", base_gpus="world_size", base_tps_per_gpu="tokens_per_s_per_gpu") \
         .rename({"run_id": "baseline_run"})
     eff = scaling.select("run_id", "sweep", "scaling_efficiency_vs_sweep_baseline_pct", "baseline_run").join(
@@ -151,6 +147,8 @@ def decision_card(summary: pl.DataFrame, scaling: pl.DataFrame, attribution: pl.
         df = df.with_columns(warnings=pl.lit(None, pl.String))
     if "mfu_is_lower_bound" not in df.columns:
         df = df.with_columns(mfu_is_lower_bound=pl.lit(None, pl.Boolean))
+    if "cpu_only" not in df.columns:  # a run_summary from before the column: the runs had devices
+        df = df.with_columns(cpu_only=pl.lit(False))
     # a baseline that is not among the selected runs is named by its GPU count only (--runs filters
     # every run id out of the page)
     df = df.with_columns(baseline_run=pl.when(pl.col("baseline_run").is_in(wanted)).then(pl.col("baseline_run")))
@@ -189,31 +187,33 @@ def stops_paying(rows: list[dict]) -> dict | None:
     return None
 
 
-def _gpus(n) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
-
-
 def _verdict(sweep: str, group: pl.DataFrame, attribution: pl.DataFrame) -> Verdict:
     rows = group.to_dicts()
+    cpu = all(r.get("cpu_only") for r in rows)  # a sweep of runs without a device counts CPU ranks
+
+    def _gpus(n) -> str:
+        return _count(n, cpu)
+
+    one, many = unit(cpu), unit(cpu, plural=True)
     if len(rows) < 2:
-        return Verdict(sweep, f"{sweep}: one GPU count ({_gpus(rows[0]['world_size'])}) measured, so nothing "
-                              "says yet whether adding GPUs pays.")
+        return Verdict(sweep, f"{sweep}: one {one} count ({_gpus(rows[0]['world_size'])}) measured, so nothing "
+                              f"says yet whether adding {many} pays.")
     if any(not present(r["marginal_pct_of_baseline_gpu"]) for r in rows[1:]):
-        return Verdict(sweep, f"{sweep}: the baseline's tokens/s per GPU is unknown, so the stop rule cannot be "
+        return Verdict(sweep, f"{sweep}: the baseline's tokens/s per {one} is unknown, so the stop rule cannot be "
                               "applied.")
     stop = stops_paying(rows)
     if stop is None:
         low = min(rows[1:], key=lambda r: r["marginal_pct_of_baseline_gpu"])
-        return Verdict(sweep, f"{sweep}: adding GPUs has not stopped paying up to {_gpus(rows[-1]['world_size'])}: "
-                              f"each added GPU bought at least {share(low['marginal_pct_of_baseline_gpu'])} of a "
-                              f"baseline GPU's tokens/s (lowest from {low['prev_gpus']} to "
+        return Verdict(sweep, f"{sweep}: adding {many} has not stopped paying up to {_gpus(rows[-1]['world_size'])}: "
+                              f"each added {one} bought at least {share(low['marginal_pct_of_baseline_gpu'])} of a "
+                              f"baseline {one}'s tokens/s (lowest from {low['prev_gpus']} to "
                               f"{_gpus(low['world_size'])}; the rule: below {MARGINAL_FLOOR_PCT:g} %).",
                        marginal_pct=low["marginal_pct_of_baseline_gpu"])
     pct = stop["marginal_pct_of_baseline_gpu"]
-    bought = ("each added GPU bought " + (f"{share(pct)} of a baseline GPU's tokens/s" if pct > 0 else
+    bought = (f"each added {one} bought " + (f"{share(pct)} of a baseline {one}'s tokens/s" if pct > 0 else
                                            "nothing: tokens/s did not rise" if pct == 0 else
                                            "less than nothing: tokens/s fell"))
-    sentence = (f"{sweep}: adding GPUs stops paying at {_gpus(stop['world_size'])}: from {stop['prev_gpus']} to "
+    sentence = (f"{sweep}: adding {many} stops paying at {_gpus(stop['world_size'])}: from {stop['prev_gpus']} to "
                 f"{_gpus(stop['world_size'])} {bought} (the rule: below {MARGINAL_FLOOR_PCT:g} %)")
     verdict = Verdict(sweep, "", stop["world_size"], stop["prev_gpus"], pct)
     att = attribution.filter((pl.col("vs") == "previous") & (pl.col("from_run") == stop["prev_run"])
@@ -223,7 +223,7 @@ def _verdict(sweep: str, group: pl.DataFrame, attribution: pl.DataFrame) -> Verd
         lost = a["efficiency_lost_pts"]
         named = a["baseline_run"] if stop["baseline_run"] else "not selected"
         start, end = share(a["from_scaling_efficiency_pct"]), share(a["to_scaling_efficiency_pct"])
-        against = f"efficiency vs the {a['baseline_gpus']}-GPU baseline ({named})"
+        against = f"efficiency vs {baseline(a['baseline_gpus'], cpu)} ({named})"
         # a clause only for what the numbers show: no equal ends, no 0.0 points, no missing part
         ends = ("" if not (start and end) else f"{against} stayed at {start}" if start == end
                 else f"{against} went from {start} to {end}")
@@ -251,16 +251,19 @@ def card_lines(card: DecisionCard) -> list[str]:
     rows = card.rows.to_dicts()
     width = max((len(r["sweep"]) for r in rows), default=0) + 1 if len({r["sweep"] for r in rows}) > 1 else 0
     for r in rows:
+        one = unit(r.get("cpu_only"))
         eff = ("" if not present(r["scaling_efficiency_vs_sweep_baseline_pct"]) else
-               f", {share(r['scaling_efficiency_vs_sweep_baseline_pct'])} eff. vs {r['base_gpus']}-GPU baseline")
+               f", {share(r['scaling_efficiency_vs_sweep_baseline_pct'])} eff. vs "
+               f"{baseline(r['base_gpus'], r.get('cpu_only')).removeprefix('the ')}")
         mfu = "" if not present(r["mfu_pct"]) else f", MFU {mfu_words(r)}" + ("(!)" if r["warnings"] else "")
         tpj = "" if not present(r["tokens_per_joule"]) else f", {si(r['tokens_per_joule'], 'tokens/J')}"
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
         of = f" of {r['runs_at_size']}" if r["runs_at_size"] > 1 else ""
         best = "run" if r["sweep"] == NO_SWEEP else f"best{of}"
-        lines.append(f"{sweep}{_gpus(r['world_size']):>9}  {best} {r['run_id']} ({r['layout']}): "
-                     f"{si(r['tokens_per_s'], 'tokens/s')}, {si(r['tokens_per_s_per_gpu'], 'tokens/s/GPU')}{eff}"
-                     f"{mfu}, {hours(r['gpu_hours_per_billion_tokens'], 'GPU-h')} per 1e9 tokens{tpj}")
+        lines.append(f"{sweep}{_count(r['world_size'], r.get('cpu_only')):>9}  {best} {r['run_id']} ({r['layout']}): "
+                     f"{si(r['tokens_per_s'], 'tokens/s')}, {si(r['tokens_per_s_per_gpu'], f'tokens/s/{one}')}{eff}"
+                     f"{mfu}, {hours(r['gpu_hours_per_billion_tokens'], one.replace(' ', '-') + '-h')} per 1e9 "
+                     f"tokens{tpj}")
     lines += [v.sentence for v in card.verdicts]
     if any(r["sweep"] == NO_SWEEP for r in rows):
         lines.append(NO_SWEEP_WORDS)
@@ -282,10 +285,19 @@ HEADERS = [("sweep", "sweep"), ("world_size", "GPUs"), ("run_id", "best run"), (
            ("marginal_pct_of_baseline_gpu", "added GPU vs baseline GPU")]
 
 
+def headers(rows: list[dict]) -> list[tuple[str, str]]:
+    """HEADERS, their GPU nouns as the rows' runs have them (words.units_title: 'CPU ranks' for runs
+    without a device)."""
+    many = units_title(r.get("cpu_only") for r in rows) if rows else "GPUs"
+    one = many.replace("GPUs", "GPU").replace("ranks", "rank")
+    return [(k, h.replace("GPUs", "\0").replace("GPU", one).replace("\0", many)) for k, h in HEADERS]
+
+
 def _html_cell(r: dict, key: str) -> str:
     v = r[key]
     if key == "scaling_efficiency_vs_sweep_baseline_pct":
-        named = html.escape(str(r["baseline_run"])) if r["baseline_run"] else f"{r['base_gpus']}-GPU run, not selected"
+        named = (html.escape(str(r["baseline_run"])) if r["baseline_run"] else
+                 f"{r['base_gpus']}-{unit(r.get('cpu_only'))} run, not selected")
         return "–" if not present(v) else f"{share(v)} <span class=\"base\">vs {named}</span>"
     if key == "mfu_pct":
         text = "–" if not present(v) else html.escape(mfu_words(r))
@@ -308,7 +320,7 @@ def card_html(card: DecisionCard) -> str:
     if not rows:
         return ('<section id="card"><h2>Decision</h2><p>No run has a throughput (tokens per step and step time), '
                 f"so there is nothing to decide on.</p>{unsure}</section>")
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in HEADERS)
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in headers(rows))
     body = "".join("<tr>" + "".join(f"<td>{_html_cell(r, k)}</td>" for k, _ in HEADERS) + "</tr>" for r in rows)
     verdicts = "".join(f"<li>{html.escape(v.sentence)}</li>" for v in card.verdicts)
     if any(r["sweep"] == NO_SWEEP for r in rows):

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 import altair as alt
 import polars as pl
 
+from scaletrace.reports import words
 from scaletrace.reports.words import duration, present
 
 WIDTH, HEIGHT = 420, 260
@@ -63,9 +64,9 @@ def with_label(df: pl.DataFrame, field: str, unit: str | None = None, ns_per: fl
     return df.with_columns(pl.Series(name, text, dtype=pl.String))
 
 
-def gpus(n) -> str:
-    """'1 GPU', '4 GPUs'."""
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+def gpus(n, cpu_only=False) -> str:
+    """'1 GPU', '4 GPUs'; '2 CPU ranks' for a run without a device (words.gpus, the one rule)."""
+    return words.gpus(n, cpu_only)
 
 
 class SharedData(alt.Data):
@@ -83,8 +84,13 @@ def data(df: pl.DataFrame) -> alt.Data:
     return SharedData(values=df.with_columns(pl.col(pl.Decimal).cast(pl.Float64)).to_dicts())
 
 
-def gpus_axis(df: pl.DataFrame | None = None, title: str = "GPUs (ranks)") -> alt.X:
-    """log2 GPU-count axis; ticks at the GPU counts of ``df`` when given (no 1.5-GPU ticks)."""
+def gpus_axis(df: pl.DataFrame | None = None, title: str | None = None) -> alt.X:
+    """log2 GPU-count axis; ticks at the GPU counts of ``df`` when given (no 1.5-GPU ticks).  Its title
+    (unless given): 'CPU ranks' where every run of ``df`` has no device (its ``cpu_only`` column,
+    run_summary's; words.units_title), else 'GPUs (ranks)'."""
+    if title is None:
+        title = ("CPU ranks" if df is not None and "cpu_only" in df.columns and not df.is_empty()
+                 and words.units_title(df["cpu_only"].to_list()) == "CPU ranks" else "GPUs (ranks)")
     ticks = {"values": sorted(df["world_size"].drop_nulls().unique().to_list())} if df is not None else {}
     # padding: a label centred on the first or last GPU count stays inside the plot
     return alt.X("world_size:Q", title=title, scale=alt.Scale(type="log", base=2, padding=28),
@@ -139,9 +145,10 @@ def drawn(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(pl.col("sliver_note").is_null()) if "sliver_note" in df.columns else df
 
 
-def baseline(n) -> str:
-    """'the 1-GPU baseline': the run with the fewest GPUs of a sweep (docs/metrics.md, "Across runs")."""
-    return f"the {n}-GPU baseline"
+def baseline(n, cpu_only=False) -> str:
+    """'the 1-GPU baseline' ('the 1-CPU-rank baseline' without a device): the run with the fewest GPUs
+    of a sweep (docs/metrics.md, "Across runs")."""
+    return f"the {n}-{words.unit(cpu_only).replace(' ', '-')} baseline"
 
 
 def baseline_words(scaling: pl.DataFrame) -> str:

@@ -13,12 +13,15 @@ import altair as alt
 import polars as pl
 
 from scaletrace.reports.chartkit import HEIGHT, LABEL_FONT, LAYOUT, WIDTH, dash, data, layout_colour, layout_name
+from scaletrace.reports.words import units_title
 
 
 def build_marginal_returns(points: pl.DataFrame) -> alt.LayerChart:
     if LAYOUT not in points.columns:
         points = points.with_columns(pl.struct("tp", "pp", "cp", "strategy").map_elements(
             lambda r: layout_name(r["tp"], r["pp"], r["cp"], r["strategy"]), return_dtype=pl.String).alias(LAYOUT))
+    noun = units_title(points["cpu_only"].to_list()) if "cpu_only" in points.columns else "GPUs"
+    hours = noun.replace("GPUs", "GPU").replace("ranks", "rank").replace(" ", "-") + "-hours"  # CPU-rank-hours
     df = points.select("run_id", "sweep", "world_size", "layout", LAYOUT, "tokens_per_s",
                        "hours_per_billion_tokens", "gpu_hours_per_billion_tokens") \
         .with_columns(line=pl.col("sweep") + " · " + pl.col(LAYOUT),
@@ -26,15 +29,15 @@ def build_marginal_returns(points: pl.DataFrame) -> alt.LayerChart:
     many_sweeps = df["sweep"].n_unique() > 1
     colour = layout_colour(df, orient="right")
     base = alt.Chart(data(df)).encode(
-        x=alt.X("gpu_hours_per_billion_tokens:Q", title="GPU-hours per 1e9 tokens (cost)",
+        x=alt.X("gpu_hours_per_billion_tokens:Q", title=f"{hours} per 1e9 tokens (cost)",
                 scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")),
         y=alt.Y("hours_per_billion_tokens:Q", title="hours per 1e9 tokens (time)", scale=alt.Scale(type="log"),
                 axis=alt.Axis(format="~s")),
         color=colour,
-        tooltip=["run_id:N", "sweep:N", "layout:N", alt.Tooltip("world_size:Q", title="GPUs"),
+        tooltip=["run_id:N", "sweep:N", "layout:N", alt.Tooltip("world_size:Q", title=noun),
                  alt.Tooltip("tokens_per_s:Q", format=",.0f", title="tokens/s"),
                  alt.Tooltip("hours_per_billion_tokens:Q", format=".3~g", title="hours per 1e9 tokens"),
-                 alt.Tooltip("gpu_hours_per_billion_tokens:Q", format=".3~g", title="GPU-hours per 1e9 tokens")])
+                 alt.Tooltip("gpu_hours_per_billion_tokens:Q", format=".3~g", title=f"{hours} per 1e9 tokens")])
     # a line per sweep and layout; several sweeps: dashed by sweep (the colour is the layout's)
     line = base.mark_line().encode(detail="line:N", order="world_size:Q",
                                    **({"strokeDash": dash("sweep", "sweep")} if many_sweeps else {}))
@@ -43,7 +46,7 @@ def build_marginal_returns(points: pl.DataFrame) -> alt.LayerChart:
         text="gpus_label:N")
     return (line + points_ + labels).properties(
         width=WIDTH + 160, height=HEIGHT + 60,
-        title="Time vs cost per billion tokens (labels: GPUs)")
+        title=f"Time vs cost per billion tokens (labels: {noun})")
 
 
 __all__ = ["build_marginal_returns"]

@@ -111,9 +111,12 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     tables = load_tables(db, wanted, summary)  # the run sentences' tables, read once for the report too
     summary = _with_slivers(tables.summary, tables.share)
     notes: list[str] = []
-    sweeps = summary.select("run_id", "sliver_note", sweep=pl.col("workload").fill_null(NO_SWEEP))
+    # + cpu_only (run_summary's: the run has no device): the charts' axis titles say "CPU ranks" (words.units_title)
+    device = summary.select("run_id", cpu_only=pl.col("cpu_only") if "cpu_only" in summary.columns else pl.lit(False))
+    sweeps = summary.select("run_id", "sliver_note", sweep=pl.col("workload").fill_null(NO_SWEEP)).join(
+        device, on="run_id", how="left")
     scaling_all = db.query("scaling")
-    scaling = _scaling(scaling_all, wanted, notes)
+    scaling = _scaling(scaling_all, wanted, notes).join(device, on="run_id", how="left")
     best = scaling.filter("is_best").select("run_id", "sweep", "world_size")
     spread = db.query("step_time_spread").select("run_id", "p50_ns", "p95_ns", spread_steps="num_steps")
     breakdown = (_filter(db.query("run_breakdown"), wanted).join(sweeps, on="run_id", how="left")
@@ -127,7 +130,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
     bandwidth = _filter(db.query("collective_summary"), wanted).filter(pl.col("median_busbw_gbps").is_not_null())
     rank_wait = _sample_ranks(tables.rank_wait, notes).join(  # + workload, world_size: the panels' run order
         summary.select("run_id", "workload", "world_size"), on="run_id", how="left")
-    why = _why(db, wanted, best, tables)
+    why = _why(db, wanted, best.join(device, on="run_id", how="left"), tables)  # + cpu_only: the sentences' nouns
     why["gpu_time_parts"] = why["gpu_time_parts"].join(sweeps.select("run_id", "sliver_note"), on="run_id",
                                                        how="left")
     why.update(_projection(db, best))
@@ -137,7 +140,7 @@ def load(db: Database, runs: list[str] | None = None) -> ReportData:
         **why, run_sentences=run_sentences(tables), card=card, card_points=_with_layout(card.points, layout_of),
         top_kernels=_top_kernels(db, card.rows["run_id"].to_list()),
         runs=sort_runs(_with_layout(summary, layout_of)), scaling=_with_layout(scaling, layout_of),
-        layouts=_with_layout(_layouts(_filter(layouts_all, wanted)), layout_of),
+        layouts=_with_layout(_layouts(_filter(layouts_all, wanted)), layout_of).join(device, on="run_id", how="left"),
         layout_domain=layout_domain(layout_of[LAYOUT].to_list()), topology=_filter(topology, wanted),
         breakdown=breakdown, best_breakdown=breakdown.drop("sweep", "world_size").join(best, on="run_id"),
         exposed_by_group=by_group, collectives=collectives, bandwidth=bandwidth, rank_wait=rank_wait,

@@ -30,7 +30,7 @@ def idle_sentences(idle: pl.DataFrame) -> list[str]:
                         & (pl.col("idle_ns") > 0))
     for (sweep,), group in bound.group_by(["sweep"], maintain_order=True):
         said = [f"{_pct(r['host_wait_pct_of_idle'])}{' of the idle time' if i == 0 else ''} at "
-                f"{gpus(r['world_size'])} ({duration(r['host_wait_ns'])} of {duration(r['idle_ns'])} idle per step)"
+                f"{gpus(r['world_size'], r.get('cpu_only'))} ({duration(r['host_wait_ns'])} of {duration(r['idle_ns'])} idle per step)"
                 for i, r in enumerate(group.sort("world_size").iter_rows(named=True))]
         out.append(f"{sweep}: waiting for the host to launch work (CPU-bound) is {', '.join(said)}; "
                    "means over ranks and profiled steps.")

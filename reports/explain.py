@@ -92,6 +92,9 @@ def explain(db: Database, workload: str | None = None, extras: bool = True, run:
     if run is not None:
         attribution, by_group = (df.filter((pl.col("from_run") == run) | (pl.col("to_run") == run))
                                  for df in (attribution, by_group))
+    # cpu_only: the step's runs hold no device events (run_summary's rule), so its counts are CPU ranks
+    cpu = db.sql("SELECT run_id FROM traces GROUP BY run_id HAVING bool_and(trace_mode = 'cpu')")
+    attribution = attribution.with_columns(cpu_only=pl.col("to_run").is_in(cpu[cpu.columns[0]].to_list()))
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
@@ -154,10 +157,11 @@ def step_sentence(row: dict, by_group: pl.DataFrame, growth: pl.DataFrame) -> st
     biggest cause is ...'; each clause decided from its values (equal ends: 'stayed at'; no points
     clause for a change too small to state)."""
     lost = number(row.get("efficiency_lost_pts"))
-    step = f"{row['sweep']}: from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}"
+    cpu = row.get("cpu_only")  # runs without a device: CPU ranks (words.gpus)
+    step = f"{row['sweep']}: from {gpus(row['from_gpus'], cpu)} to {gpus(row['to_gpus'], cpu)}"
     cost = change("GPU-time per token", row.get("from_gpu_ns_per_token"), row.get("to_gpu_ns_per_token"), gpu_time,
                   rose="went", fell="went")
-    eff = change(f"scaling efficiency vs {baseline(row['baseline_gpus'])}", row.get("from_scaling_efficiency_pct"),
+    eff = change(f"scaling efficiency vs {baseline(row['baseline_gpus'], cpu)}", row.get("from_scaling_efficiency_pct"),
                  row.get("to_scaling_efficiency_pct"), _pct0)
     parts = _parts_lost(row)
     if eff and points(lost):
@@ -186,6 +190,7 @@ def cause_sentence(row: dict, by_group: pl.DataFrame) -> str | None:
     15 are exposed communication (7.8 waiting; all_reduce in ...: 15), 15 idle, 6.9 compute'; None
     where no points were lost, or none that read as a number, or no part lost any."""
     lost = number(row.get("efficiency_lost_pts"))
+    cpu = row.get("cpu_only")
     parts = [(p, x) for p, x in _parts_lost(row) if x > 0]
     if lost is None or lost <= 0 or not points(lost) or not parts:
         return None
@@ -196,7 +201,8 @@ def cause_sentence(row: dict, by_group: pl.DataFrame) -> str | None:
             text += _comm_detail(row, by_group)
         said.append(text)
     return (f"{row['sweep']}: of the {points(lost)} points of scaling efficiency (vs "
-            f"{baseline(row['baseline_gpus'])}) lost from {gpus(row['from_gpus'])} to {gpus(row['to_gpus'])}, "
+            f"{baseline(row['baseline_gpus'], cpu)}) lost from {gpus(row['from_gpus'], cpu)} to "
+            f"{gpus(row['to_gpus'], cpu)}, "
             f"{', '.join(said)}.")
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import polars as pl
 
 from scaletrace.reports.basis import judged, rests_on, too_few_ranks, too_small
-from scaletrace.reports.chartkit import baseline, gpus as _gpus
+from scaletrace.reports.chartkit import baseline
+from scaletrace.reports.confidence import left_out, split
 from scaletrace.reports.data import ReportData
-from scaletrace.reports.words import change, number, present, ratio
+from scaletrace.reports.words import OVERLAPPING_COLLECTIVES, above_100, change, gpus as _gpus, number, present, ratio, unit
 
 
 def _pct(x) -> str | None:
@@ -27,7 +28,7 @@ def _tokens_change(prev: dict, cur: dict) -> str | None:
     a, b = number(prev["tokens_per_s"]), number(cur["tokens_per_s"])
     if a is None or b is None or a <= 0:
         return None
-    more = f"for {cur['world_size'] / prev['world_size']:g}× the GPUs"
+    more = f"for {cur['world_size'] / prev['world_size']:g}× the {unit(cur.get('cpu_only'), plural=True)}"
     if ratio(b / a) == ratio(1.0):
         return f"tokens/s stayed at {b:,.0f} {more}"
     return f"tokens/s {'rose' if b > a else 'fell'} to {ratio(b / a)} {more}"
@@ -36,9 +37,9 @@ def _tokens_change(prev: dict, cur: dict) -> str | None:
 def _step_finding(sweep: str, prev: dict, cur: dict, exposed: dict) -> str | None:
     """One GPU-count step of a sweep: tokens/s, efficiency (each against what it is against), exposed
     communication; each clause only where its values are there (no clause for none exposed at both)."""
-    effs = [f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous GPU count"
+    effs = [f"{_pct(cur['step_efficiency_pct'])} efficiency vs the previous {unit(cur.get('cpu_only'))} count"
             if _pct(cur["step_efficiency_pct"]) else None,
-            f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'])}"
+            f"{_pct(cur['scaling_efficiency_vs_sweep_baseline_pct'])} vs {baseline(cur['base_gpus'], cur.get('cpu_only'))}"
             if _pct(cur["scaling_efficiency_vs_sweep_baseline_pct"]) else None]
     a, b = exposed.get(prev["run_id"]), exposed.get(cur["run_id"])
     comm = change("exposed communication", a, b, _pct, rose="went", fell="went")
@@ -48,7 +49,8 @@ def _step_finding(sweep: str, prev: dict, cur: dict, exposed: dict) -> str | Non
     tokens = _tokens_change(prev, cur)
     if not tokens and not rest:
         return None
-    text = f"{sweep}: from {_gpus(prev['world_size'])} to {_gpus(cur['world_size'])}"
+    text = (f"{sweep}: from {_gpus(prev['world_size'], prev.get('cpu_only'))} to "
+            f"{_gpus(cur['world_size'], cur.get('cpu_only'))}")
     text += f", {tokens}" if tokens else ""
     text += f"{': ' if tokens else ', '}{'; '.join(rest)}" if rest else ""
     return text + "."
@@ -57,10 +59,12 @@ def _step_finding(sweep: str, prev: dict, cur: dict, exposed: dict) -> str | Non
 def scaling_findings(data: ReportData) -> list[str]:
     out = []
     best = data.scaling.filter("is_best")
+    unsure = set(split(data.runs)[1])  # tokens/s on guessed tokens is compared with nothing (reports/confidence.py)
     exposed = dict(zip(data.runs["run_id"].to_list(), data.runs["exposed_comm_pct"].to_list()))
     for (sweep,), group in best.group_by(["sweep"], maintain_order=True):
         rows = group.sort("world_size").to_dicts()
-        out += [s for prev, cur in zip(rows, rows[1:]) if (s := _step_finding(sweep, prev, cur, exposed))]
+        out += [s for prev, cur in zip(rows, rows[1:])
+                if not {prev["run_id"], cur["run_id"]} & unsure and (s := _step_finding(sweep, prev, cur, exposed))]
         # where adding GPUs stops paying is the decision card's verdict (reports/card.py STOP_RULE),
         # first among the findings: one rule, said once
     return out
@@ -68,14 +72,16 @@ def scaling_findings(data: ReportData) -> list[str]:
 
 def layout_findings(data: ReportData) -> list[str]:
     out = []
-    df = data.layouts.filter((pl.col("layouts_at_size") > 1) & pl.col("tokens_per_s").is_not_null()
+    unsure = split(data.runs)[1]
+    df = data.layouts.filter(~pl.col("run_id").is_in(unsure) & (pl.col("layouts_at_size") > 1)
+                             & pl.col("tokens_per_s").is_not_null()
                              & pl.col("tokens_per_s").is_not_nan() & (pl.col("tokens_per_s") > 0))
     for (workload, gpus), group in df.group_by(["workload", "world_size"], maintain_order=True):
         rows = group.sort(["tokens_per_s", "label"], descending=[True, False]).to_dicts()
         if len(rows) < 2:
             continue
         best, worst = rows[0], rows[-1]
-        head = f"{workload} at {_gpus(gpus)}: "
+        head = f"{workload} at {_gpus(gpus, rows[0].get('cpu_only'))}: "
         if ratio(best["tokens_per_s"] / worst["tokens_per_s"]) == ratio(1.0):
             out.append(head + f"the {len(rows)} layouts run at the same speed ({best['tokens_per_s']:,.0f} tokens/s).")
             continue
@@ -102,7 +108,8 @@ def _exposed(run: dict, lead: str = "The most exposed communication is in run") 
     """'The most exposed communication is in run r (8 GPUs; 2 of its 8 ranks traced): 38 % of the step
     (mean over ranks).', with 'too small to judge: ...' where it is."""
     basis = [b for b in (rests_on(run),) if b and b not in too_small(run)] + ([judged(run)] if too_small(run) else [])
-    return (f"{lead} {run['run_id']} ({_gpus(run.get('world_size'))}{''.join(f'; {b}' for b in basis)}): "
+    return (f"{lead} {run['run_id']} ({_gpus(run.get('world_size'), run.get('cpu_only'))}"
+            f"{''.join(f'; {b}' for b in basis)}): "
             f"{_pct(run['exposed_comm_pct'])} of the step (mean over ranks).")
 
 
@@ -128,7 +135,8 @@ def _comm_findings(data: ReportData) -> tuple[list[str], list[str]]:
             g = groups.sort("group_exposed_comm_pct", descending=True).row(0, named=True)
             what = g["collective"] if g["collective"] not in (None, "?") else "collectives of unknown type"
             out.append(f"In run {g['run_id']}, {what} in {_group(g['process_group'])} is the most exposed "
-                       f"collective: {_pct(g['group_exposed_comm_pct'])} of the span (its kernels' exposed time per "
+                       f"collective: {_pct(g['group_exposed_comm_pct'])} of the span"
+                       f"{above_100(g['group_exposed_comm_pct'], OVERLAPPING_COLLECTIVES)} (its kernels' exposed time per "
                        "rank ÷ the rank's span, averaged over ranks; concurrent collectives each count).")
     said, where = _wait_finding(data)
     (small if where == "small" else out).extend(said)
@@ -179,16 +187,19 @@ def _mfu(r: dict) -> str:
 
 
 def run_findings(data: ReportData) -> list[str]:
-    mfu = data.runs.filter(pl.col("mfu_pct").is_not_null() & pl.col("mfu_pct").is_not_nan())
+    """The range of MFU over the runs whose tokens per step are not a guess (reports/confidence.py:
+    those are left out, named)."""
+    mfu, unsure = split(data.runs.filter(pl.col("mfu_pct").is_not_null() & pl.col("mfu_pct").is_not_nan()))
+    gone = left_out(unsure)
     if mfu.height < 2:
-        return []
+        return [f"MFU is {_mfu(mfu.row(0, named=True))} in run {mfu['run_id'][0]}{gone}."] if gone and mfu.height else []
     ordered = mfu.sort(["mfu_pct", "run_id"])
     lo, hi = ordered.row(0, named=True), ordered.row(-1, named=True)
     if f"{lo['mfu_pct']:.1f}" == f"{hi['mfu_pct']:.1f}" and _mfu(lo) == _mfu(hi):
         return [f"MFU is {_mfu(hi)} in {'both' if mfu.height == 2 else f'all {mfu.height}'} runs "
-                "that have one" + (MFU_LOWER_BOUND if hi.get("mfu_is_lower_bound") else "") + "."]
+                "that have one" + (MFU_LOWER_BOUND if hi.get("mfu_is_lower_bound") else "") + gone + "."]
     bound = MFU_LOWER_BOUND if lo.get("mfu_is_lower_bound") or hi.get("mfu_is_lower_bound") else ""
-    return [f"MFU ranges from {_mfu(lo)} ({lo['run_id']}) to {_mfu(hi)} ({hi['run_id']}){bound}."]
+    return [f"MFU ranges from {_mfu(lo)} ({lo['run_id']}) to {_mfu(hi)} ({hi['run_id']}){bound}{gone}."]
 
 
 def why_findings(data: ReportData) -> list[str]:

@@ -15,8 +15,9 @@ from functools import lru_cache
 import polars as pl
 
 from scaletrace.pipeline.common import cachefiles
+from scaletrace.reports.confidence import LOW_CONFIDENCE, TOKEN_FIGURES, unsure
 from scaletrace.reports.device_share import SLIVER_PCT
-from scaletrace.reports.words import duration, share
+from scaletrace.reports.words import duration, share, units_title
 
 SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
     "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
@@ -141,15 +142,21 @@ def _inferred(r: dict, column: str) -> str:
     return "; ".join(bases)
 
 
-def _value_cell(r: dict, c: str) -> str:
+def _value_cell(r: dict, c: str, mixed: bool = False) -> str:
     text = _cell(r[c], SUMMARY_COLUMNS[c][1], c)
     basis = _inferred(r, c) if r[c] is not None else ""
+    if c == "world_size" and mixed and r.get("cpu_only"):  # a table of GPU and CPU runs: say which is which
+        text += " CPU"
+    if c in TOKEN_FIGURES and r[c] is not None and unsure(r):  # reports/confidence.py: said in words
+        why = f"tokens per step inferred with {LOW_CONFIDENCE}: {r.get('tokens_per_step_confidence_basis') or ''}"
+        return (f'<td title="{html.escape(why)}">{text}{INFERRED_MARK if basis else ""} '
+                f'<span class="warn">({LOW_CONFIDENCE})</span></td>')
     if basis:
         return f'<td title="{html.escape(basis)}">{text}{INFERRED_MARK}</td>'
     return f"<td>{text}</td>"
 
 
-def _row(r: dict, cols: list[str]) -> str:
+def _row(r: dict, cols: list[str], mixed: bool = False) -> str:
     note = r.get("sliver_note")
     shares = [c for c in cols if c in SHARE_COLUMNS]
     cells = []
@@ -158,14 +165,16 @@ def _row(r: dict, cols: list[str]) -> str:
             if c == shares[0]:
                 cells.append(f'<td class="sliver" colspan="{len(shares)}">{html.escape(note)}</td>')
             continue
-        cells.append(_value_cell(r, c))
+        cells.append(_value_cell(r, c, mixed))
     return "<tr>" + "".join(cells) + "</tr>"
 
 
 def summary_table(runs: pl.DataFrame) -> str:
     cols = [c for c in SUMMARY_COLUMNS if c in runs.columns]
-    head = "".join(f"<th>{html.escape(SUMMARY_COLUMNS[c][0])}</th>" for c in cols)
-    rows = "".join(_row(r, cols) for r in runs.iter_rows(named=True))
+    # the count's noun as the runs have it (words.units_title: 'CPU ranks' for runs without a device)
+    noun = units_title(runs["cpu_only"].to_list()) if "cpu_only" in runs.columns and runs.height else "GPUs"
+    head = "".join(f"<th>{html.escape(noun if c == 'world_size' else SUMMARY_COLUMNS[c][0])}</th>" for c in cols)
+    rows = "".join(_row(r, cols, noun == "GPUs or CPU ranks") for r in runs.iter_rows(named=True))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
@@ -188,7 +197,11 @@ TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
                 f"spans under {SLIVER_PCT:g} % of the step, the shares describe that sliver, not the step, "
                 f"and the table says so instead. {INFERRED_MARK}: rests on a fact read from the trace, not "
                 "run.json or --meta (tokens per step from the token embedding's shapes, FLOPs per token from "
-                "the recorded shapes, the world size from distributedInfo); hover for the basis.")
+                "the recorded shapes, the world size from distributedInfo); hover for the basis. "
+                f"({LOW_CONFIDENCE}): tokens/s, MFU and J/token rest on tokens per step inferred with low "
+                "confidence (the embedding may not carry the tokens the step processes): left out of the "
+                "decision card and the findings' rankings. CPU: a run whose traces hold no device events "
+                "(its ranks are CPU ranks).")
 
 
 def _section_head(heading: str, sentences: list[str]) -> str:

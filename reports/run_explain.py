@@ -36,7 +36,8 @@ from scaletrace.reports.basis import too_few_ranks
 from scaletrace.reports.device_share import sliver_words
 from scaletrace.reports.order import sort_runs
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run, peak_warning
-from scaletrace.reports.words import STEP_PARTS, count, duration, figure, listing, number, present, share
+from scaletrace.reports.words import (OVERLAPPING_COLLECTIVES, STEP_PARTS, above_100, count, duration, figure,
+                                     listing, number, present, share)
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
 TOP_KERNEL_FAMILIES = 3  # kernel families named per run
@@ -227,7 +228,8 @@ def comm_sentence(s: dict, groups: pl.DataFrame) -> str | None:
     top = exposed.head(TOP_GROUPS).to_dicts()
     stated = all(share(g["group_exposed_comm_pct"]) for g in top)  # each share, or none of them
     named = [f"{_collective(g['collective'])} in {_group(g['process_group'])}"
-             + (f" {share(g['group_exposed_comm_pct'])}" if stated else "") for g in top]
+             + (f" {share(g['group_exposed_comm_pct'])}" + above_100(g["group_exposed_comm_pct"], OVERLAPPING_COLLECTIVES)
+                if stated else "") for g in top]
     more = exposed.height - len(top)
     window = "step" if _profiled_steps(s) else "traced span"
     lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks); "

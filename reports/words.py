@@ -102,6 +102,38 @@ def ratio(x) -> str | None:
     return f"{x:.2f}×" if abs(x) < 1.1 else f"{x:.1f}×" if abs(x) < 10 else f"{x:,.0f}×"
 
 
+def above_100(pct, why: str) -> str:
+    """The clause a percentage above 100 % carries wherever it is shown: ' (above 100 %: {why})';
+    '' for 100 % or less, or a missing value.  A share that cannot exceed 100 % but does is a
+    warning, never a bare figure."""
+    return f" (above 100 %: {why})" if present(pct) and float(pct) > 100 and share(pct) != "100 %" else ""
+
+
+# why a process group's exposed communication (each collective's exposed time summed ÷ the span) can
+# exceed the span: said beside such a figure by above_100, in the findings and explain alike
+OVERLAPPING_COLLECTIVES = "its collectives overlap one another, each counted in full"
+
+
+# A run whose traces hold no device events (run_summary.cpu_only) ran on CPU ranks: no sentence,
+# card row or axis calls them GPUs.  The one rule for the noun, used by the card, the findings, the
+# charts' axis titles and explain.
+def unit(cpu_only, plural: bool = False) -> str:
+    """'GPU' / 'GPUs', or 'CPU rank' / 'CPU ranks' for a run with no device (``cpu_only`` true)."""
+    return ("CPU rank" if cpu_only else "GPU") + ("s" if plural else "")
+
+
+def gpus(n, cpu_only=False) -> str:
+    """'1 GPU', '4 GPUs'; '1 CPU rank', '300 CPU ranks' for a run with no device."""
+    return f"{n} {unit(cpu_only, n != 1)}"
+
+
+def units_title(cpu_only_flags) -> str:
+    """The noun for many runs' counts (a column header, an axis title): 'GPUs', 'CPU ranks' when every
+    run has no device, 'GPUs or CPU ranks' when both kinds are there."""
+    flags = {bool(f) for f in cpu_only_flags}
+    return "GPUs or CPU ranks" if flags == {True, False} else unit(flags == {True}, plural=True)
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """'1 rank', '8 ranks', '1 process group'."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
@@ -113,5 +145,5 @@ def listing(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}" if items else ""
 
 
-__all__ = ["STEP_PARTS", "change", "count", "figure", "duration", "listing", "number", "points", "present", "ratio",
-           "share"]
+__all__ = ["OVERLAPPING_COLLECTIVES", "STEP_PARTS", "above_100", "change", "count", "figure", "duration", "gpus", "listing", "number", "points",
+           "present", "ratio", "share", "unit", "units_title"]

@@ -163,6 +163,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        tokens_per_step_confidence_basis,
        tps AS tokens_per_s, tps / gpus AS tokens_per_s_per_gpu,
        fpt AS flops_per_token, flops_per_token_basis, device AS device_name, device_basis,
+       coalesce(cpu_only, false) AS cpu_only,
        peak AS peak_flops_per_gpu, peak_source AS peak_flops_source, peak_dtype AS peak_flops_dtype, dtype_basis,
        peak_basis AS peak_flops_basis,
        100.0 * tps * fpt / (gpus * peak) AS mfu_pct,
