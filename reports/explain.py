@@ -66,8 +66,8 @@ def run_diff(db: Database, run_a: str, run_b: str) -> pl.DataFrame:
     """run_diff of two runs (QueryError naming an unknown run; StepBasisError when one run has
     ProfilerSteps and the other none: its figures would be per step, the other's per traced window)."""
     result = db.query("run_diff", run_a=run_a, run_b=run_b)
-    steps = dict(db.sql("SELECT run_id, count(DISTINCT step) FROM steps WHERE run_id IN ($a, $b) GROUP BY run_id",
-                        {"a": run_a, "b": run_b}).iter_rows())
+    summary = db.query("run_summary").filter(pl.col("run_id").is_in([run_a, run_b]))
+    steps = dict(summary.select("run_id", "profiled_steps").iter_rows())  # reports read query files only
     without = [r for r in (run_a, run_b) if not steps.get(r)]
     if len(without) == 1:
         other = run_b if without[0] == run_a else run_a
