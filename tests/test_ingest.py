@@ -122,6 +122,15 @@ UNITLESS = {"run_id", "rank", "step", "pg_name", "pg_desc", "collective", "seq",
             # critical_path / critical_path_summary: where a segment runs, what it is part of, who costs most
             "lane", "event_id", "slowest_rank", "by_rank", "top_rank", "top_op", "top_op_kind", "top_op_rank",
             "has_sync_events", "cross_stream_basis",
+            # efficiency queries: why a figure cannot be true (a % of peak above 100); run_summary's counts of
+            # ProfilerSteps and trace events, how sure an inferred tokens per step is and why, whether MFU is a
+            # lower bound (recorded FLOPs cover under half the matmul time)
+            "warning", "profiled_steps", "trace_events", "tokens_per_step_confidence",
+            "tokens_per_step_confidence_basis", "mfu_is_lower_bound",
+            # hta_temporal_breakdown: whether HTA's µs rounding left an impossible figure that was clamped
+            "clamped",
+            # critical_path_summary: whether the step is one the steady-state step period is the median over
+            "steady_state",
             # run_breakdown: the step length its ms-per-step parts are drawn on ('step_time' / 'device_period')
             "step_basis"}
 
@@ -158,7 +167,9 @@ SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_p
                "overlapped_comm_pct", "group_exposed_comm_pct", "from_group_exposed_comm_pct",
                "to_group_exposed_comm_pct",
                "host_wait_pct", "dependency_wait_pct", "other_idle_pct"}
-NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct"}
+# (flops_coverage_pct: the share of GEMM / attention / convolution kernel time whose FLOPs are counted)
+NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct",
+                "flops_coverage_pct"}
 
 
 @pytest.fixture(scope="module")
