@@ -250,6 +250,7 @@ def card_lines(card: DecisionCard) -> list[str]:
     lines = []
     rows = card.rows.to_dicts()
     width = max((len(r["sweep"]) for r in rows), default=0) + 1 if len({r["sweep"] for r in rows}) > 1 else 0
+    counts = max((len(_count(r["world_size"], r.get("cpu_only"))) for r in rows), default=0)  # '2 CPU ranks' fits
     for r in rows:
         one = unit(r.get("cpu_only"))
         eff = ("" if not present(r["scaling_efficiency_vs_sweep_baseline_pct"]) else
@@ -260,7 +261,7 @@ def card_lines(card: DecisionCard) -> list[str]:
         sweep = f"{r['sweep']}:".ljust(width + 1) if width else ""
         of = f" of {r['runs_at_size']}" if r["runs_at_size"] > 1 else ""
         best = "run" if r["sweep"] == NO_SWEEP else f"best{of}"
-        lines.append(f"{sweep}{_count(r['world_size'], r.get('cpu_only')):>9}  {best} {r['run_id']} ({r['layout']}): "
+        lines.append(f"{sweep}{_count(r['world_size'], r.get('cpu_only')):>{max(9, counts)}}  {best} {r['run_id']} ({r['layout']}): "
                      f"{si(r['tokens_per_s'], 'tokens/s')}, {si(r['tokens_per_s_per_gpu'], f'tokens/s/{one}')}{eff}"
                      f"{mfu}, {hours(r['gpu_hours_per_billion_tokens'], one.replace(' ', '-') + '-h')} per 1e9 "
                      f"tokens{tpj}")

@@ -41,6 +41,13 @@ def sliver_words(row: dict, ranks: int | None = None) -> str | None:
     return f"{who} busy {busy}{window} of a {step} step{mean}: the breakdown describes that sliver"
 
 
+def cpu_only_runs(db) -> list[str]:
+    """The runs whose traces hold no device events (run_summary.cpu_only, for callers without its row):
+    their ranks are CPU ranks (words.gpus)."""
+    rows = db.sql("SELECT run_id FROM traces GROUP BY run_id HAVING bool_and(trace_mode = 'cpu') ORDER BY run_id")
+    return rows[rows.columns[0]].to_list()
+
+
 def sliver_notes(share: pl.DataFrame, ranks: dict[str, int] | None = None) -> dict[str, str]:
     """run_id -> sliver_words, for the runs of ``share`` (run_device_share rows) that are slivers."""
     ranks = ranks or {}
@@ -52,4 +59,4 @@ def sliver_notes(share: pl.DataFrame, ranks: dict[str, int] | None = None) -> di
     return out
 
 
-__all__ = ["SLIVER_PCT", "is_sliver", "sliver_notes", "sliver_words"]
+__all__ = ["SLIVER_PCT", "cpu_only_runs", "is_sliver", "sliver_notes", "sliver_words"]

@@ -15,6 +15,7 @@ from scaletrace.pipeline.store.db import Database
 from scaletrace.queries.analysis.efficiency import (ALL_OPS, FAMILIES, HOST_BOUND_PCT, IDLE_PARTS, best_runs,
                                                     efficiency_per_run, idle_per_step)
 from scaletrace.reports.chartkit import gpus
+from scaletrace.reports.device_share import cpu_only_runs
 from scaletrace.reports.words import duration, figure, listing, number, present, share
 
 
@@ -141,6 +142,8 @@ def _moves(what: str, x: float, y: float) -> str:
 def idle_hook(db: Database, workload: str | None = None, best: pl.DataFrame | None = None) -> list[str]:
     """EXTRA_SENTENCES hook: the host-bound idle of the fastest runs (``best``; None: best_runs)."""
     best = best_runs(db, workload) if best is None else best
+    if "cpu_only" not in best.columns:  # runs without a device: CPU ranks (words.gpus)
+        best = best.with_columns(cpu_only=pl.col("run_id").is_in(cpu_only_runs(db)))
     return idle_sentences(idle_per_step(db.query("idle_breakdown"), best))
 
 

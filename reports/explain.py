@@ -26,9 +26,10 @@ import polars as pl
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
+from scaletrace.reports.device_share import cpu_only_runs
 from scaletrace.reports.efficiency import compute_hook, idle_hook
 from scaletrace.reports.run_explain import describe_runs
-from scaletrace.reports.words import STEP_PARTS, change, duration, figure, number, points
+from scaletrace.reports.words import STEP_PARTS, change, duration, figure, number, points, unit
 
 # The five parts of scaling_attribution, in stacking order, with their words (run_summary's too).
 PARTS = STEP_PARTS
@@ -93,8 +94,7 @@ def explain(db: Database, workload: str | None = None, extras: bool = True, run:
         attribution, by_group = (df.filter((pl.col("from_run") == run) | (pl.col("to_run") == run))
                                  for df in (attribution, by_group))
     # cpu_only: the step's runs hold no device events (run_summary's rule), so its counts are CPU ranks
-    cpu = db.sql("SELECT run_id FROM traces GROUP BY run_id HAVING bool_and(trace_mode = 'cpu')")
-    attribution = attribution.with_columns(cpu_only=pl.col("to_run").is_in(cpu[cpu.columns[0]].to_list()))
+    attribution = attribution.with_columns(cpu_only=pl.col("to_run").is_in(cpu_only_runs(db)))
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
@@ -181,7 +181,7 @@ def step_sentence(row: dict, by_group: pl.DataFrame, growth: pl.DataFrame) -> st
     fams = [f"{r['family']} +{duration(r['delta_time_per_step_ns'])}" for r in grew.iter_rows(named=True)
             if duration(r["delta_time_per_step_ns"])] if not grew.is_empty() else []
     if fams:
-        text += f" Grew most per step per GPU: {', '.join(fams)}."
+        text += f" Grew most per step per {unit(cpu)}: {', '.join(fams)}."
     return text
 
 

@@ -16,6 +16,7 @@ Every run is generated here; the expected words and figures are worked out from 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -176,6 +177,7 @@ def test_device_share_above_100_carries_a_warning(db):
 
 def test_cpu_only_runs_are_cpu_ranks(db, summary, report_data):
     from scaletrace.reports.chartkit import gpus_axis
+    from scaletrace.reports.explain import explain
     from scaletrace.reports.findings import findings
 
     assert [summary[r]["cpu_only"] for r in CPU_RANKS] == [True, True] and summary["lm"]["cpu_only"] is False
@@ -193,6 +195,10 @@ def test_cpu_only_runs_are_cpu_ranks(db, summary, report_data):
     # (the projection's sentences, reports/charts_projection.py, are not held to this here)
     said = [f for f in findings(report_data) if ("cpu-" in f) and f not in report_data.projection_notes]
     assert said and not any("GPU" in f for f in said), said
+    with connect(db) as database:  # explain's sweep sentences (and its idle hook) too
+        sweep = [s for s in explain(database, runs_too=False).sentences if s.startswith("cpu-sweep")]
+    assert sweep and not any(re.search(r"\d GPU|GPUs|per GPU", s) for s in sweep), sweep
+    assert any("from 1 CPU rank to 3 CPU ranks" in s for s in sweep)
     cpu_scaling = report_data.scaling.filter(report_data.scaling["sweep"] == "cpu-sweep")
     assert gpus_axis(cpu_scaling).to_dict()["title"] == "CPU ranks"
     assert gpus_axis(report_data.scaling.filter(~report_data.scaling["cpu_only"])).to_dict()["title"] == "GPUs (ranks)"
