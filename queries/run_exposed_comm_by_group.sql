@@ -10,7 +10,13 @@
 -- groups it is at least run_summary's exposed_comm_pct (equal when no two
 -- collectives run at once), so it is named apart.  exposed_per_rank_ns /
 -- comm_per_rank_ns = Σ over the run's events ÷ ranks; count = events.
--- Units: *_ns nanoseconds, *_pct percent (0–100).
+-- warning: NULL, or (group_exposed_comm_pct above 100, possible only when the
+-- group's collectives overlap one another) what that figure is.
+-- Units: *_ns nanoseconds, *_pct percent (above 100 only with a warning).
 -- (The relation is macros/run_group_exposed.sql, shared with scaling_attribution_by_group.)
-SELECT * FROM run_group_exposed($run_id)
+SELECT *,
+       CASE WHEN group_exposed_comm_pct > 100
+            THEN format('above 100 %: {:.0f} % of the span, as the group''s collectives overlap one another, '
+                        'each counted in full', group_exposed_comm_pct) END AS warning
+FROM run_group_exposed($run_id)
 ORDER BY run_id, group_exposed_comm_pct DESC

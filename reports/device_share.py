@@ -42,10 +42,10 @@ def sliver_words(row: dict, ranks: int | None = None) -> str | None:
 
 
 def cpu_only_runs(db) -> list[str]:
-    """The runs whose traces hold no device events (run_summary.cpu_only, for callers without its row):
-    their ranks are CPU ranks (words.gpus)."""
-    rows = db.sql("SELECT run_id FROM traces GROUP BY run_id HAVING bool_and(trace_mode = 'cpu') ORDER BY run_id")
-    return rows[rows.columns[0]].to_list()
+    """The runs whose traces hold no device events (run_summary.cpu_only, for callers without its row;
+    the connection computes run_summary once): their ranks are CPU ranks (words.gpus)."""
+    summary = db.query("run_summary")
+    return summary.filter(pl.col("cpu_only"))["run_id"].to_list() if "cpu_only" in summary.columns else []
 
 
 def sliver_notes(share: pl.DataFrame, ranks: dict[str, int] | None = None) -> dict[str, str]:

@@ -17,7 +17,7 @@ import polars as pl
 from scaletrace.pipeline.common import cachefiles
 from scaletrace.reports.confidence import LOW_CONFIDENCE, TOKEN_FIGURES, unsure
 from scaletrace.reports.device_share import SLIVER_PCT
-from scaletrace.reports.words import duration, share, units_title
+from scaletrace.reports.words import above_100, duration, share, units_title
 
 SUMMARY_COLUMNS = {  # run_summary column -> (header, format)
     "run_id": ("run", "{}"), "workload": ("workload", "{}"), "world_size": ("GPUs", "{}"),
@@ -147,6 +147,9 @@ def _value_cell(r: dict, c: str, mixed: bool = False) -> str:
     basis = _inferred(r, c) if r[c] is not None else ""
     if c == "world_size" and mixed and r.get("cpu_only"):  # a table of GPU and CPU runs: say which is which
         text += " CPU"
+    if c.endswith("_pct") and above_100(r[c], "x"):  # an impossible share: never a bare figure
+        why = r.get("warnings") or "a percentage above 100 % (see Warnings)"
+        text += f' <span class="warn" title="{html.escape(why)}">⚠ above 100 %</span>'
     if c in TOKEN_FIGURES and r[c] is not None and unsure(r):  # reports/confidence.py: said in words
         why = f"tokens per step inferred with {LOW_CONFIDENCE}: {r.get('tokens_per_step_confidence_basis') or ''}"
         return (f'<td title="{html.escape(why)}">{text}{INFERRED_MARK if basis else ""} '
@@ -201,7 +204,8 @@ TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
                 f"({LOW_CONFIDENCE}): tokens/s, MFU and J/token rest on tokens per step inferred with low "
                 "confidence (the embedding may not carry the tokens the step processes): left out of the "
                 "decision card and the findings' rankings. CPU: a run whose traces hold no device events "
-                "(its ranks are CPU ranks).")
+                "(its ranks are CPU ranks). ⚠ above 100 %: a share that cannot exceed 100 % does (hover for "
+                "run_summary's warning).")
 
 
 def _section_head(heading: str, sentences: list[str]) -> str:

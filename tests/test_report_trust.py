@@ -147,6 +147,10 @@ def test_overlapping_collectives_above_100_say_why(db, report_data):
 
     groups = query(db, "run_exposed_comm_by_group")
     row = groups.filter(groups["run_id"] == "overlap").row(0, named=True)
+    # the query says it too: a warning where (and only where) a share is above 100 %
+    assert all((r["warning"] is not None) == (r["group_exposed_comm_pct"] > 100) for r in groups.iter_rows(named=True))
+    assert row["warning"] == (f"above 100 %: {row['group_exposed_comm_pct']:.0f} % of the span, as the group's "
+                              "collectives overlap one another, each counted in full")
     # two COMM_US all-reduces a step, nothing to hide them under: 2·COMM_US exposed per step, in a
     # step window no longer than the step's span (at most STEP_US + the second's 10 µs lag)
     assert row["group_exposed_comm_pct"] > 100 * 2 * COMM_US / (STEP_US + 60)
@@ -202,3 +206,16 @@ def test_cpu_only_runs_are_cpu_ranks(db, summary, report_data):
     cpu_scaling = report_data.scaling.filter(report_data.scaling["sweep"] == "cpu-sweep")
     assert gpus_axis(cpu_scaling).to_dict()["title"] == "CPU ranks"
     assert gpus_axis(report_data.scaling.filter(~report_data.scaling["cpu_only"])).to_dict()["title"] == "GPUs (ranks)"
+
+
+def test_runs_table_flags_a_percentage_above_100():
+    """An MFU of 176 % (tokens per step given too high) in the runs table: beside it, the warning."""
+    import polars as pl
+
+    from scaletrace.reports.html import summary_table
+
+    warning = "MFU 176 % is above 100 %: tokens per step (run.json) ... is too high"
+    runs = pl.DataFrame({"run_id": ["over", "fine"], "mfu_pct": [176.0, 40.0], "warnings": [warning, None]})
+    over, fine = summary_table(runs).split("<tr>")[2:]
+    assert "176.00 <span class=\"warn\"" in over and "⚠ above 100 %" in over and warning in over
+    assert "above 100" not in fine
