@@ -219,3 +219,17 @@ def test_runs_table_flags_a_percentage_above_100():
     over, fine = summary_table(runs).split("<tr>")[2:]
     assert "176.00 <span class=\"warn\"" in over and "⚠ above 100 %" in over and warning in over
     assert "above 100" not in fine
+
+
+def test_shared_traces_warn_and_count_cpu_ranks(shared_db):
+    """The reviewer's traces: the CPU-only gloo trace's all_reduce is 169 % of its span (a warning says
+    why), and a trace whose deviceProperties name an A100 but which holds no device event is CPU-only."""
+    from scaletrace.reports.words import above_100
+
+    rows = query(shared_db, "run_exposed_comm_by_group", run_id="hta-cpu-only-gloo").to_dicts()
+    over = [r for r in rows if r["group_exposed_comm_pct"] > 100]
+    assert over and all(r["warning"] and above_100(r["group_exposed_comm_pct"], "x") for r in over)
+    [named] = query(shared_db, "run_summary", run_id="hta-no-distributed-info").to_dicts()
+    assert "A100" in named["device_name"] and named["cpu_only"] is True
+    [gloo] = query(shared_db, "run_summary", run_id="hta-cpu-only-gloo").to_dicts()
+    assert gloo["cpu_only"] is True and gpus(gloo["world_size"], gloo["cpu_only"]) == "300 CPU ranks"
