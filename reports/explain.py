@@ -26,6 +26,7 @@ import polars as pl
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
 from scaletrace.reports.chartkit import baseline, gpus
+from scaletrace.reports.confidence import left_out, split
 from scaletrace.reports.device_share import cpu_only_runs
 from scaletrace.reports.efficiency import compute_hook, idle_hook
 from scaletrace.reports.run_explain import describe_runs
@@ -95,9 +96,17 @@ def explain(db: Database, workload: str | None = None, extras: bool = True, run:
                                  for df in (attribution, by_group))
     # cpu_only: the step's runs hold no device events (run_summary's rule), so its counts are CPU ranks
     attribution = attribution.with_columns(cpu_only=pl.col("to_run").is_in(cpu_only_runs(db)))
+    # a step between runs whose tokens per step are a guess compares guesses: left out, said (reports/confidence.py)
+    unsure = split(db.query("run_summary"))[1]
+    guessed = [r for r in unsure if r in set(attribution["from_run"].to_list() + attribution["to_run"].to_list())]
+    attribution, by_group = (df.filter(~pl.col("from_run").is_in(unsure) & ~pl.col("to_run").is_in(unsure))
+                             for df in (attribution, by_group))
     growth = _growth(db, attribution)
     out = Explanation(attribution, by_group, growth)
     out.sentences = sentences(attribution, by_group, growth)
+    if guessed:
+        out.sentences.append(f"GPU-time per token and scaling efficiency are not compared across GPU counts for "
+                             f"tokens that are a guess{left_out(guessed)}.")
     if extras and run is None:
         out.sentences += extra_sentences(db, workload)
     if runs_too:

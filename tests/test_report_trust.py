@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import replace
 
+import polars as pl
 import pytest
 
 from conftest import cpu, kernel, query, write_trace
@@ -210,8 +211,6 @@ def test_cpu_only_runs_are_cpu_ranks(db, summary, report_data):
 
 def test_runs_table_flags_a_percentage_above_100():
     """An MFU of 176 % (tokens per step given too high) in the runs table: beside it, the warning."""
-    import polars as pl
-
     from scaletrace.reports.html import summary_table
 
     warning = "MFU 176 % is above 100 %: tokens per step (run.json) ... is too high"
@@ -233,3 +232,32 @@ def test_shared_traces_warn_and_count_cpu_ranks(shared_db):
     assert "A100" in named["device_name"] and named["cpu_only"] is True
     [gloo] = query(shared_db, "run_summary", run_id="hta-cpu-only-gloo").to_dicts()
     assert gloo["cpu_only"] is True and gpus(gloo["world_size"], gloo["cpu_only"]) == "300 CPU ranks"
+
+
+def test_explain_compares_no_guessed_tokens_across_gpu_counts(tmp_path):
+    """A sweep of two diffusion runs (1 and 2 ranks, tokens inferred from a [1, 77] prompt: low
+    confidence): explain draws no GPU-count step between them (GPU-time per token on guessed tokens)
+    and says why, naming them; scaling_attribution itself still has the step."""
+    from scaletrace.reports.explain import explain
+
+    body = GPU_RUNS["diffusion"]
+    for ranks in (1, 2):
+        run_id = f"guess-{ranks}"
+        for rank in range(ranks):
+            write_trace(tmp_path / run_id / f"rank{rank}.json", body, deviceProperties=[{"name": "NVIDIA H200"}],
+                        distributedInfo={"rank": rank, "world_size": ranks, "backend": "nccl"})
+        (tmp_path / run_id / "run.json").write_text(json.dumps(
+            {"run_id": run_id, "workload": "guess", "world_size": ranks,
+             "parallel": {"dp": ranks, "tp": 1, "pp": 1, "cp": 1}}))
+    path = tmp_path / "g.duckdb"
+    report = ingest([tmp_path / "guess-1", tmp_path / "guess-2"], db=path, workers=1)
+    assert not report.errors, [o.line() for o in report.errors]
+    summary = {r["run_id"]: r for r in query(path, "run_summary").iter_rows(named=True)}
+    assert {r["tokens_per_step_confidence"] for r in summary.values()} == {"low"}
+    steps = query(path, "scaling_attribution").filter(pl.col("vs") == "previous")
+    assert steps.height == 1  # the step is there to compare ...
+    with connect(path) as database:
+        said = explain(database, runs_too=False).sentences
+    assert not any(s.startswith("guess: from") for s in said), said  # ... and explain does not
+    assert any(f"left out: runs guess-1, guess-2, whose tokens per step are inferred with {LOW_CONFIDENCE}" in s
+               for s in said), said
