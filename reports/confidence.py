@@ -7,7 +7,8 @@ per GPU, MFU, energy per token) then rests on a guess, so, everywhere the report
 
 * the decision card gives the run no row (reports/card.py, a line names it);
 * the findings leave it out of every ranking of those figures and say so (reports/findings.py);
-* the runs table writes ``LOW_CONFIDENCE`` beside the figure, the basis in its tooltip (reports/html.py).
+* the runs table writes ``LOW_CONFIDENCE`` beside the figure, the basis in its tooltip (reports/html.py);
+* explain draws no GPU-count step from or to it (reports/explain.py), and a sentence names it.
 """
 
 from __future__ import annotations
