@@ -21,7 +21,7 @@ def build_marginal_returns(points: pl.DataFrame) -> alt.LayerChart:
         points = points.with_columns(pl.struct("tp", "pp", "cp", "strategy").map_elements(
             lambda r: layout_name(r["tp"], r["pp"], r["cp"], r["strategy"]), return_dtype=pl.String).alias(LAYOUT))
     noun = units_title(points["cpu_only"].to_list()) if "cpu_only" in points.columns else "GPUs"
-    hours = noun.replace("GPUs", "GPU").replace("ranks", "rank").replace(" ", "-") + "-hours"  # CPU-rank-hours
+    hours = {"CPU ranks": "CPU-rank-hours", "GPUs or CPU ranks": "GPU- or CPU-rank-hours"}.get(noun, "GPU-hours")
     df = points.select("run_id", "sweep", "world_size", "layout", LAYOUT, "tokens_per_s",
                        "hours_per_billion_tokens", "gpu_hours_per_billion_tokens") \
         .with_columns(line=pl.col("sweep") + " · " + pl.col(LAYOUT),

@@ -261,3 +261,16 @@ def test_explain_compares_no_guessed_tokens_across_gpu_counts(tmp_path):
     assert not any(s.startswith("guess: from") for s in said), said  # ... and explain does not
     assert any(f"left out: runs guess-1, guess-2, whose tokens per step are inferred with {LOW_CONFIDENCE}" in s
                for s in said), said
+
+
+def test_time_vs_cost_axis_counts_cpu_ranks(report_data):
+    """The time-vs-cost chart's cost axis: CPU-rank-hours for a card of CPU runs only, both nouns for a mix."""
+    from scaletrace.reports.charts_card import build_marginal_returns
+
+    def x_title(points):
+        return build_marginal_returns(points).to_dict()["layer"][0]["encoding"]["x"]["title"]
+
+    points = report_data.card_points
+    assert x_title(points.filter(pl.col("cpu_only"))) == "CPU-rank-hours per 1e9 tokens (cost)"
+    assert x_title(points.filter(~pl.col("cpu_only"))) == "GPU-hours per 1e9 tokens (cost)"
+    assert x_title(points) == "GPU- or CPU-rank-hours per 1e9 tokens (cost)"
