@@ -219,7 +219,8 @@ def build_exposed_comm(exposed: pl.DataFrame) -> alt.LayerChart:
         x=gpus_axis(df), y=alt.Y("group_exposed_comm_pct:Q", title="exposed comm of the group (% of span)"),
         color=alt.Color("series:N", title="process group / collective"),
         strokeDash=dash("sweep", SWEEP),
-        tooltip=["run_id:N", "series:N", "world_size:Q", alt.Tooltip("group_exposed_comm_pct:Q", format=".2f")])
+        tooltip=["run_id:N", "series:N", "world_size:Q", alt.Tooltip("group_exposed_comm_pct:Q", format=".2f")]
+        + (["warning:N"] if "warning" in df.columns else []))  # the query's: why a share is above 100 %
     return (line + dashed_points(line) + point_labels(line, "group_exposed_comm_pct", ".1f")).properties(
         title="Exposed communication by process group and collective (best run per GPU count)",
         width=WIDTH, height=HEIGHT)

@@ -274,3 +274,15 @@ def test_time_vs_cost_axis_counts_cpu_ranks(report_data):
     assert x_title(points.filter(pl.col("cpu_only"))) == "CPU-rank-hours per 1e9 tokens (cost)"
     assert x_title(points.filter(~pl.col("cpu_only"))) == "GPU-hours per 1e9 tokens (cost)"
     assert x_title(points) == "GPU- or CPU-rank-hours per 1e9 tokens (cost)"
+
+
+def test_exposed_comm_chart_tooltip_carries_the_warning(db):
+    """The exposed-comm-by-group chart draws the overlap run's share above 100 %: its tooltip shows why."""
+    from conftest import spec_values
+    from scaletrace.reports.charts_scaling import build_exposed_comm
+
+    groups = query(db, "run_exposed_comm_by_group").filter(pl.col("run_id") == "overlap").with_columns(
+        sweep=pl.lit("overlap"), world_size=pl.lit(1))
+    spec = build_exposed_comm(groups).to_dict()
+    assert {"field": "warning", "type": "nominal"} in spec["layer"][0]["encoding"]["tooltip"]
+    assert any(str(v.get("warning", "")).startswith("above 100 %") for v in spec_values(spec))
