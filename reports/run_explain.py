@@ -38,6 +38,7 @@ from scaletrace.reports.order import sort_runs
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, efficiency_per_run, peak_warning
 from scaletrace.reports.words import (OVERLAPPING_COLLECTIVES, STEP_PARTS, above_100, count, duration, figure,
                                      listing, number, present, share)
+from scaletrace.reports.words import COLLECTIVE_WAIT
 
 TOP_GROUPS = 3  # process group × collective pairs named per run
 TOP_KERNEL_FAMILIES = 3  # kernel families named per run
@@ -130,7 +131,7 @@ def step_sentence(s: dict) -> str:
     traced = (f"{ranks} of {world} ranks traced" if present(world) and world != ranks
               else "both ranks traced" if ranks == 2 else f"all {ranks} ranks traced" if ranks > 2
               else count(ranks, "rank") + " traced")
-    if s.get("device_name"):
+    if s.get("device_name") and not s.get("cpu_only"):  # a CPU-only run naming a device: the warning says it
         traced += f" on {s['device_name']}"
     steps = _profiled_steps(s)
     clauses = [f"{traced}, {count(steps, 'profiled step') if steps else 'no profiled step (no ProfilerStep annotation)'}"]
@@ -139,14 +140,31 @@ def step_sentence(s: dict) -> str:
                   else "ProfilerStep")
         over = count(s["num_steps"], "step") if present(s.get("num_steps")) else "steps"
         clauses.append(f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over {over})")
-    parts = [f"{share(s[f'{p}_pct'])} {words}" for p, words in STEP_PARTS.items()
-             if present(s.get(f"{p}_pct")) and s[f"{p}_pct"] > 0]
+    parts = [f"{share(pct)} {words}" for pct, words in _step_parts(s) if share(pct)]
     if parts:
         # the window's length per step: the mean device slot, the idle sentence's "of its … on the device"
-        window = (f"the profiled steps' device window ({duration(s['traced_window_per_step_ns'])} a step)"
+        lane = "CPU" if s.get("cpu_only") else "device"
+        window = (f"the profiled steps' {lane} window ({duration(s['traced_window_per_step_ns'])} a step)"
                   if present(s.get("traced_window_per_step_ns")) else "the traced span")
         clauses.append(f"{window} is {listing(parts)} (mean over ranks)")
     return _sentence("; ".join(clauses))
+
+
+def _step_parts(s: dict) -> list[tuple[float, str]]:
+    """(share, words) of each positive part of the step, in STEP_PARTS order; the collective wait of a
+    CPU-only run (run_summary.collective_wait_pct, a part of other_pct) said on its own before the rest
+    of other."""
+    pcts = {p: number(s.get(f"{p}_pct")) for p in STEP_PARTS}
+    wait = min(number(s.get("collective_wait_pct")) or 0.0, pcts["other"] or 0.0)
+    parts = []
+    for p, words in STEP_PARTS.items():
+        if p == "other" and wait > 0:
+            parts.append((wait, COLLECTIVE_WAIT))
+            rest = pcts["other"] - wait
+            pcts["other"] = rest if rest > 1e-9 * pcts["other"] else 0.0  # no rounding residue said as a share
+        if pcts[p] is not None and pcts[p] > 0:
+            parts.append((pcts[p], words))
+    return parts
 
 
 def _profiled_steps(s: dict) -> int:
@@ -190,11 +208,11 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
     parts = sorted(((idle[c].sum(), w) for c, w in words.items() if idle[c].sum() > 0 and share(100 * idle[c].sum() / total)),
                    key=lambda p: -p[0])
     split = ", ".join(f"{share(100 * ns / total)}{' of it' if i == 0 else ''} {w}" for i, (ns, w) in enumerate(parts))
-    return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {_of_period(idle, window, stepped)}"
+    return _sentence(f"{lanes} sat idle {duration(idle['idle_ns'].mean())} {_of_period(idle, window, stepped, cpu_only)}"
                      + (f": {split}" if split else ""))
 
 
-def _of_period(idle: pl.DataFrame, window: str, stepped: bool) -> str:
+def _of_period(idle: pl.DataFrame, window: str, stepped: bool, cpu_only=None) -> str:
     """'per profiled step, 3.0 % of its 28.9 ms on the device (mean over ranks and steps)': the idle
     of the step model's device slot (docs/metrics.md), its share the run's idle_pct (Σ idle ÷ Σ span
     per rank, mean over ranks), so the idle in ms and in % are one figure."""
@@ -202,7 +220,8 @@ def _of_period(idle: pl.DataFrame, window: str, stepped: bool) -> str:
         return window
     per_rank = idle.group_by("rank").agg(pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
     pct = per_rank["pct"].mean()
-    of = f", {share(pct)} of its {duration(idle['span_ns'].mean())} on the device" if present(pct) else ""
+    where = "CPU window" if cpu_only else "on the device"
+    of = f", {share(pct)} of its {duration(idle['span_ns'].mean())} {where}" if present(pct) else ""
     return f"per profiled step{of} (mean over ranks and steps)"
 
 
@@ -232,12 +251,19 @@ def comm_sentence(s: dict, groups: pl.DataFrame) -> str | None:
                 if stated else "") for g in top]
     more = exposed.height - len(top)
     window = "step" if _profiled_steps(s) else "traced span"
-    lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks); "
-            if present(s.get("exposed_comm_pct")) else "")
+    lead = (f"exposed communication is {share(s['exposed_comm_pct'])} of the {window} (mean over ranks)"
+            f"{_waited(s)}; " if present(s.get("exposed_comm_pct")) else "")
     return _sentence(f"{lead}{'by process group and collective, ' if stated else 'its exposed communication is in '}{', '.join(named)}"
                      + (f" (and {count(more, 'other')})" if more else "")
                      + (" of the span (each group's kernels' exposed time ÷ the rank's span, mean over ranks; "
                         "concurrent collectives each count)" if stated else ""))
+
+
+def _waited(s: dict) -> str:
+    """', and the CPU threads sat blocked waiting for a collective a further 31 %' (a CPU-only run's
+    collective waits: run_summary.collective_wait_pct, counted in other, not in exposed communication)."""
+    wait = share(s.get("collective_wait_pct")) if (number(s.get("collective_wait_pct")) or 0) > 0 else None
+    return f", and its CPU threads sat blocked waiting for a collective a further {wait}" if wait else ""
 
 
 def straggler_sentence(s: dict, wait: pl.DataFrame) -> str | None:

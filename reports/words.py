@@ -12,6 +12,9 @@ import math
 # The five parts of a step (run_summary's shares, scaling_attribution's parts), in stacking order.
 STEP_PARTS = {"compute": "compute", "exposed_comm": "exposed communication", "exposed_memory": "exposed memory",
               "other": "other (sync, unclassified)", "idle": "idle"}
+# The part of "other" that a CPU-only trace's threads sat blocked in a collective's wait
+# (run_summary.collective_wait_pct: `_c10d_functional::wait_tensor`, TorchRec's `All2All_Pooled_Wait`).
+COLLECTIVE_WAIT = "waiting for a collective (a CPU thread blocked in its wait)"
 
 
 def present(x) -> bool:

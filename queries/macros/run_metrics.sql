@@ -200,6 +200,11 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
                 THEN format('CPU run with {} ranks per host on {} core{}: ranks compete for cores, so '
                             'its step time partly measures contention, not scaling', ranks_per_host,
                             cpu_cores, CASE WHEN cpu_cores = 1 THEN '' ELSE 's' END) END,
+           -- a trace that names a device but holds none of its events: every share is of CPU ops
+           CASE WHEN cpu_only AND device_basis = 'inferred: deviceProperties'
+                THEN format('no device activity in the traces although their deviceProperties name {}: they '
+                            'hold CPU events only, so every share and idle figure is of the traced CPU threads, '
+                            'not the device', device) END,
            -- an impossible result is a warning next to the number, with where its inputs came from
            CASE WHEN tps * fpt / (gpus * peak) > 1
                 THEN format('MFU {:.0f} % is above 100 %: tokens per step ({}), FLOPs per token ({}) or world size '
