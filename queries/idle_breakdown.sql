@@ -1,6 +1,6 @@
 -- name: idle_breakdown
 -- description: Why each rank's device sat idle in each step: waiting for the host to launch, waiting on a dependency, other.
--- grain: one row per run × rank × step; a rank without ProfilerStep annotations: one row, step NULL (the whole trace)
+-- grain: one row per run × rank × steady-state step (every profiled step with device work but the rank's first, unless it is the only one); a rank without ProfilerStep annotations: one row, step NULL (the whole trace)
 -- param: run_id VARCHAR optional; only this run (NULL: every run)
 -- scaletrace's own idle breakdown (HTA's per-stream one: hta_idle_time_breakdown).
 -- Window = one step's device slot (docs/metrics.md "The step model", macro
@@ -40,7 +40,7 @@ windows AS (
     -- a stepped trace: each step's device slot; a trace without steps: its whole trace
     SELECT trace_id, run_id, rank, step, span_ns, idle_ns, slot_start_ns AS start_ns, slot_end_ns AS end_ns,
            device_start_ns
-    FROM step_slot_breakdown($run_id)
+    FROM step_slot_breakdown($run_id) WHERE steady_state
     UNION ALL
     SELECT b.trace_id, b.run_id, b.rank, b.step, b.span_ns, b.idle_ns, NULL, NULL, NULL
     FROM window_breakdown(false, $run_id) b JOIN tr USING (trace_id) WHERE NOT tr.has_steps

@@ -6,7 +6,11 @@
 -- collector's step log (steps outside the profiled window, after the first,
 -- and not the step right after the window, which may hold the trace's
 -- export: step_time_spread) when the run has one, else the ProfilerStep
--- durations (step_time_source says which); num_steps = the steps that median
+-- durations of the steps that launched device work, where any did
+-- (step_time_source says which); where the device runs behind the host (the
+-- device step period over 1.1 × the same steps' CPU time) and the period is
+-- longer, the device step period instead (step_time_source 'device_period':
+-- tokens/s, MFU and energy per token on it); num_steps = the steps that median
 -- is over (the step log's, else the ProfilerSteps); profiled_steps = the
 -- ProfilerSteps traced (distinct step numbers over the ranks; 0: none);
 -- trace_events = the events in the run's traces, summed over ranks (how much
@@ -41,10 +45,10 @@
 -- Σ over sampled ranks of their mean NVML power × world_size / sampled ranks
 -- (samples are taken during the profiled window).  compute_pct /
 -- exposed_comm_pct / exposed_memory_pct / other_pct / idle_pct = the part ÷
--- the rank's window of its profiled steps (from the first device event its
--- ProfilerSteps launched to the last one's end: the gaps between steps are
--- idle, device work outside the profiled steps is left out; the whole trace,
--- rank_breakdown, where it has no ProfilerStep), averaged over the ranks:
+-- the ranks' steady-state device slots (docs/metrics.md "The step model":
+-- every slot but a rank's first; the gaps between steps are idle, device work
+-- outside the profiled steps is left out; the whole trace, rank_breakdown,
+-- where it has no ProfilerStep), Σ part ÷ Σ span over the ranks:
 -- idle_pct is the idle of the report's idle chart (idle_breakdown's gaps
 -- inside and between the steps) and of explain, exposed_comm_pct is "exposed
 -- comm % of step", the one figure the report's table, findings and charts call
@@ -61,14 +65,12 @@
 -- convolution kernel time those ops launched (the rest has no recorded op:
 -- torch.compile, CUDA graphs, Triton); mfu_is_lower_bound = flops_per_token came
 -- from those shapes and they cover under half that time (a warning too; NULL
--- without an MFU).  traced_window_per_step_ns = that window of the profiled
--- steps ÷ the steps that launched device work, averaged over ranks (device work
--- outside the profiled steps does not count);
+-- without an MFU).  traced_window_per_step_ns = Σ span ÷ Σ slots of those
+-- steady-state slots (device work outside the profiled steps does not count);
 -- step_time_to_traced_window_ratio = step_time_ns ÷ that.  device_step_period_ns
--- = the steady-state device step period (docs/metrics.md "The step model"): the
--- median over profiled steps of the slowest rank's device slot (from the end of
--- the earlier steps' device work to the end of the step's), the first step left
--- out where later ones exist.  warnings (NULL: none),
+-- = the steady-state device step period (docs/metrics.md "The step model"),
+-- the same figure: the mean steady-state device slot (from the end of the
+-- earlier steps' device work to the end of the step's).  warnings (NULL: none),
 -- '; '-separated: MFU above 100 %; MFU above kernel_efficiency_pct_of_peak (the
 -- kernels cannot run slower than the step that holds them: the model counts more
 -- FLOPs than the kernels did, or the peaks differ); a traced window per step over

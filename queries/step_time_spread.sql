@@ -7,15 +7,24 @@
 -- profiled window, after the first, and not the step right after the window,
 -- which in logs written before the collector's device clock holds the trace's
 -- export: 0.6-0.9 s against a 0.1 s step) when the run has one, else from the
--- ProfilerStep annotations.  p50_ns equals run_summary.step_time_ns;
+-- ProfilerStep annotations (those that launched device work, where any did).
+-- p50_ns equals run_summary.step_time_ns, except where that is the device's
+-- step period (run_summary.step_time_source 'device_period': the device runs
+-- behind the host), when these are the host's steps it outlasts;
 -- p95_ns = the 95th percentile (linear interpolation between steps);
 -- p95_to_p50_ratio = p95 ÷ p50 (1: every step as long as the median);
 -- step_time_source = 'step_log' or 'profiler_step' (as in run_summary);
 -- num_steps = steps counted.
 -- Units: *_ns nanoseconds, *_ratio a ratio.
-WITH profiled AS (
+WITH worked AS (
+    SELECT DISTINCT run_id, step FROM step_windows($run_id)
+),
+profiled AS (
+    -- a ProfilerStep without device work, in a run whose other steps have some: left out (run_summary)
     SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
-    WHERE $run_id IS NULL OR run_id = $run_id GROUP BY run_id, step
+    WHERE ($run_id IS NULL OR run_id = $run_id)
+      AND ((run_id, step) IN (SELECT (run_id, step) FROM worked) OR run_id NOT IN (SELECT run_id FROM worked))
+    GROUP BY run_id, step
 ),
 logged AS (
     SELECT run_id, step, max(dur_ns) AS slowest_ns

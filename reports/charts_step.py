@@ -18,9 +18,9 @@ MIN_LABELLED_PCT = 7.0  # stacked segments narrower than this share of the bar c
 
 
 def _basis_ns(df: pl.DataFrame) -> pl.Expr:
-    """The step length a run's bar is drawn on and labelled with (run_breakdown.step_basis_ns: the step
-    time, or the device's step period where the device runs behind the host; docs/metrics.md "The step
-    model"); the step time where the column is absent."""
+    """The step length a run's bar is drawn on and labelled with (run_breakdown.step_basis_ns: the
+    device's steady-state step period, or the step time for traces without ProfilerSteps;
+    docs/metrics.md "The step model"); the step time where the column is absent."""
     return pl.col("step_basis_ns") if "step_basis_ns" in df.columns else pl.col("step_time_ns")
 
 
@@ -110,10 +110,13 @@ def build_step_time(breakdown: pl.DataFrame) -> alt.LayerChart:
 def _spread(bars: pl.DataFrame) -> pl.DataFrame:
     """Per run: the median step (run_summary's step time, step_ms: the whisker's start), its p95 over
     steps (query step_time_spread; none: the bar alone), the bar's length (bar_ms: run_breakdown's
-    step_basis_ns) and the label 'p50 · p95' at the end of the bar or whisker.  Where the device runs
-    behind the host (run_breakdown.step_basis 'device_period') the bar is the device's step period
-    and its label says so, with the host's step beside it ('28.9 ms device · host step 16 ms')."""
-    device = (pl.col("step_basis") == "device_period") if "step_basis" in bars.columns else pl.lit(False)
+    step_basis_ns) and the label 'p50 · p95' at the end of the bar or whisker.  Where the bar is the
+    device's steady-state step period (run_breakdown.step_basis 'device_period') and the run's step
+    time (the host's step) differs from it by over 10 % (as the device-behind check), the label says
+    both ('2.10 ms device · host step 1.47 ms')."""
+    device = ((pl.col("step_basis") == "device_period")
+              & ((_basis_ns(bars) > 1.1 * pl.col("step_time_ns")) | (1.1 * _basis_ns(bars) < pl.col("step_time_ns")))
+              if "step_basis" in bars.columns else pl.lit(False))
     df = bars.select("run_id", "step_time_ns", basis_ns=_basis_ns(bars), device=device.fill_null(False),
                      step_ms=pl.col("step_time_ns") / 1e6, bar_ms=_basis_ns(bars) / 1e6,
                      p95_ms=(pl.col("p95_ns") / 1e6) if "p95_ns" in bars.columns else pl.lit(None, pl.Float64),

@@ -139,14 +139,16 @@ def step_sentence(s: dict) -> str:
         source = ("step in the collector's step log" if s.get("step_time_source") == "step_log"
                   else "ProfilerStep")
         over = count(s["num_steps"], "step") if present(s.get("num_steps")) else "steps"
-        clauses.append(f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over {over})")
+        clauses.append(f"step time {duration(s['step_time_ns'])} (the device's steady-state step period: the device "
+                       "runs behind the host and paces the loop)" if s.get("step_time_source") == "device_period"
+                       else f"step time {duration(s['step_time_ns'])} (the slowest rank's {source}, median over {over})")
     parts = [f"{share(pct)} {words}" for pct, words in _step_parts(s) if share(pct)]
     if parts:
-        # the window's length per step: the mean device slot, the idle sentence's "of its … on the device"
+        # the window's length per step: the device step period, the idle sentence's "of its … on the device"
         lane = "CPU" if s.get("cpu_only") else "device"
         window = (f"the profiled steps' {lane} window ({duration(s['traced_window_per_step_ns'])} a step)"
                   if present(s.get("traced_window_per_step_ns")) else "the traced span")
-        clauses.append(f"{window} is {listing(parts)} (mean over ranks)")
+        clauses.append(f"{window} is {listing(parts)} (over ranks and steps)")
     return _sentence("; ".join(clauses))
 
 
@@ -213,13 +215,13 @@ def idle_sentence(idle: pl.DataFrame, cpu_only=None, span_idle_pct=None) -> str 
 
 
 def _of_period(idle: pl.DataFrame, window: str, stepped: bool, cpu_only=None) -> str:
-    """'per profiled step, 3.0 % of its 28.9 ms on the device (mean over ranks and steps)': the idle
-    of the step model's device slot (docs/metrics.md), its share the run's idle_pct (Σ idle ÷ Σ span
-    per rank, mean over ranks), so the idle in ms and in % are one figure."""
+    """'per profiled step, 3.0 % of its 18.8 ms on the device (mean over ranks and steps)': the idle
+    of the step model's steady-state device slots (docs/metrics.md; idle_breakdown's rows), one
+    aggregate: ms = Σ idle ÷ rows, the slot = Σ span ÷ rows (run_summary.device_step_period_ns), % =
+    Σ idle ÷ Σ span (run_summary.idle_pct), so the % is the ms over the slot."""
     if not stepped or "span_ns" not in idle.columns:
         return window
-    per_rank = idle.group_by("rank").agg(pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
-    pct = per_rank["pct"].mean()
+    pct = 100 * idle["idle_ns"].sum() / idle["span_ns"].sum() if idle["span_ns"].sum() else None
     where = "CPU window" if cpu_only else "on the device"
     of = f", {share(pct)} of its {duration(idle['span_ns'].mean())} {where}" if present(pct) else ""
     return f"per profiled step{of} (mean over ranks and steps)"

@@ -55,10 +55,10 @@ def reported(request, tmp_path_factory):
 
 
 def _rank_idle_pct(idle: pl.DataFrame) -> dict[str, float]:
-    """The runs table's idle % from the idle chart's rows: per rank Σ idle ÷ Σ span over its steps
-    (the rows tile the steps' device window), averaged over ranks."""
-    per_rank = idle.group_by("run_id", "rank").agg(pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
-    return {r["run_id"]: r["pct"] for r in per_rank.group_by("run_id").agg(pl.col("pct").mean()).to_dicts()}
+    """The runs table's idle % from the idle chart's rows: Σ idle ÷ Σ span over the run's rank ×
+    step rows (the rows tile the ranks' steady-state device slots; one aggregate over ranks)."""
+    per_run = idle.group_by("run_id").agg(pct=100 * pl.col("idle_ns").sum() / pl.col("span_ns").sum())
+    return {r["run_id"]: r["pct"] for r in per_run.to_dicts()}
 
 
 def _stops_at(steps: dict[int, int]) -> int | None:
@@ -188,9 +188,14 @@ def test_the_traced_window_check_on_the_shared_traces(shared_db):
     with connect(db) as database:
         busy = database.sql("SELECT sum(union_ns) AS busy_ns, count(DISTINCT step) AS steps FROM interval_unions "
                             "WHERE run_id = 'tracelens-mi300x' AND set_name = 'all' AND step IS NOT NULL").row(0)
+        host = database.sql("SELECT median(d) FROM (SELECT step, max(dur_ns) AS d FROM steps "
+                            "WHERE run_id = 'tracelens-mi300x' GROUP BY step)").row(0)[0]
     busy_per_step = busy[0] / busy[1]
-    assert busy_per_step > 1.5 * mi300x["step_time_ns"]  # the device did more than a step's work a step
-    assert "disagrees with the traced window" in mi300x["warnings"]
+    assert busy_per_step > 1.5 * host  # the device did more than a host step's work a step
+    # the device runs behind: the step time is its steady-state period, longer than the host's step
+    assert mi300x["step_time_source"] == "device_period" and mi300x["step_time_ns"] > 1.1 * host
+    assert mi300x["step_time_ns"] == mi300x["device_step_period_ns"]
+    assert "the device runs behind the host" in mi300x["warnings"]
 
 
 # -- a failed projection fit: a table row, never a line ------------------------------------------------
@@ -326,8 +331,8 @@ def assert_notes_agree_with_the_table(data, notes: list[str]) -> None:
 def unswept_db(tmp_path_factory):
     """Two runs without a workload (no sweep, so no fastest runs): a 1,000 µs step holding 300 µs of
     compute and a 100 µs all_reduce, 50 µs of it after the compute: idle 650 ÷ 1,000 = 65 % a step
-    (the window runs from the first kernel of step 1 to the last of step 3: 2,350 µs, 1,300 idle:
-    55 %), exposed communication 50 µs a step."""
+    (the window, the steady-state slots of steps 2 and 3: from step 1's last kernel's end to step
+    3's, 2,000 µs, 1,300 idle: 65 %), exposed communication 50 µs a step."""
     root = tmp_path_factory.mktemp("unswept")
     for n in (2, 4):
         write_run(root, SynthRun(f"u-{n}", ranks=n, steps=3, step_us=1000, compute_us=300, overlap_us=50,
@@ -354,8 +359,8 @@ def idle_free_db(tmp_path_factory):
 @pytest.fixture(scope="module")
 def long_step_db(tmp_path_factory):
     """One profiled step of 1,000 µs whose device work (300 µs of compute, the all_reduce 50 µs past it)
-    spans 350 µs: no idle in its device window (the runs table's 0 %), 650 µs of the step outside it (the
-    step-time chart's idle)."""
+    spans 350 µs: no idle in its device window (the runs table's 0 %); the step-time chart draws that
+    350 µs window (the device period, idle 0) labelled with the host's 1 ms step beside it."""
     root = tmp_path_factory.mktemp("long-step")
     write_run(root, SynthRun("long-2", ranks=2, steps=1, step_us=1000, compute_us=300, overlap_us=50,
                              transfer_us=100, workload="y", tokens_per_step=TOKENS))
@@ -370,8 +375,8 @@ def test_every_note_says_what_the_table_beside_it_shows(which, reported):
     assert_notes_agree_with_the_table(data, result.omitted + data.notes)
     idle = {r["run_id"]: r["idle_pct"] for r in data.runs.iter_rows(named=True)}
     if which == "unswept":  # idle well over 20 % of the step, and no fastest run to speak of
-        # the window: 2,350 µs; idle 2 gaps of 650 µs between the steps' device work
-        assert all(pct == pytest.approx(100 * 1300 / 2350) for pct in idle.values())
+        # the window: 2,000 µs; idle 2 gaps of 650 µs between the steps' device work
+        assert all(pct == pytest.approx(100 * 1300 / 2000) for pct in idle.values())
         assert not _fastest(data)
         assert not any("No idle time" in n for n in result.omitted)
     if which == "idle_free":
@@ -380,9 +385,11 @@ def test_every_note_says_what_the_table_beside_it_shows(which, reported):
         assert "No idle time" in note and "busy-2" in note and "slow-2" not in note
     if which == "long_step":
         (row,) = data.breakdown.to_dicts()
-        assert idle["long-2"] == 0 and row["idle_of_step_ns"] == pytest.approx((1000 - 350) * 1e3)
+        assert idle["long-2"] == 0 and row["idle_of_step_ns"] == 0 and row["step_basis_ns"] == pytest.approx(350e3)
         (note,) = [n for n in result.omitted if n.startswith("Why the GPUs sit idle: ")]
-        assert "the rest of the step outside that window, is 650 µs of long-2's 1 ms step" in note
+        assert "No idle time" in note and "is 0 for long-2" in note
+        from scaletrace.reports.charts_step import _spread
+        assert _spread(data.breakdown)["si_label"].to_list() == ["350 µs device · host step 1 ms"]
         # and its own sentence ("Run by run") says never idle of the window, not of the step
         (said,) = data.run_sentences.filter(pl.col("about") == "idle")["sentence"].to_list()
         assert said == "The GPUs were never idle in the device window of the profiled steps."

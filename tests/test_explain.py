@@ -139,10 +139,12 @@ def between_us(spec: dict) -> int:
 
 
 def test_idle_and_compute_sentences_carry_the_derived_numbers(shaped_db):
-    # the query rows first: each rank-step's idle is the two gaps, split by when the next kernel was
-    # launched, and from the second step on the gap since the previous step's last kernel (host wait)
+    # the query rows first: the steady-state step (the second: the first slot is left out) of each
+    # rank; its idle is the two gaps, split by when the next kernel was launched, and the gap since
+    # the previous step's last kernel (host wait)
     for r in query(shaped_db, "idle_breakdown").iter_rows(named=True):
         spec = SHAPED[r["run_id"]]
+        assert r["step"] == 2
         between = between_us(spec) if r["step"] == 2 else 0
         assert r["between_steps_ns"] == between * 1000
         assert (r["host_wait_ns"], r["dependency_wait_ns"], r["other_idle_ns"]) == (
@@ -153,16 +155,16 @@ def test_idle_and_compute_sentences_carry_the_derived_numbers(shaped_db):
         assert gemm[run]["achieved_pct_of_peak"] == pytest.approx(pct[run])
     result = CliRunner().invoke(main, ["explain", "--db", str(shaped_db)])
     assert result.exit_code == 0, result.output
-    # per step (mean of the two): host 40 + 740 ÷ 2 = 410 of 60 + 370 = 430 µs at 1 GPU (95 %),
-    # 60 + 480 ÷ 2 = 300 of 80 + 240 = 320 µs at 2 GPUs (94 %)
-    host_us = {run: s["host_gap_us"] + between_us(s) / 2 for run, s in SHAPED.items()}
-    idle_us = {run: s["host_gap_us"] + s["dep_gap_us"] + between_us(s) / 2 for run, s in SHAPED.items()}
-    assert (host_us, idle_us) == ({"s-1": 410, "s-2": 300}, {"s-1": 430, "s-2": 320})
+    # per steady-state step: host 40 + 740 = 780 of 60 + 740 = 800 µs at 1 GPU (98 %),
+    # 60 + 480 = 540 of 80 + 480 = 560 µs at 2 GPUs (96 %)
+    host_us = {run: s["host_gap_us"] + between_us(s) for run, s in SHAPED.items()}
+    idle_us = {run: s["host_gap_us"] + s["dep_gap_us"] + between_us(s) for run, s in SHAPED.items()}
+    assert (host_us, idle_us) == ({"s-1": 780, "s-2": 540}, {"s-1": 800, "s-2": 560})
     host = {run: 100 * host_us[run] / idle_us[run] for run in SHAPED}
     idle_line = next(line for line in result.output.splitlines() if "waiting for the host" in line)
     assert idle_line == (f"shaped: waiting for the host to launch work (CPU-bound) is {host['s-1']:.0f} % of the "
-                         f"idle time at 1 GPU (410 µs of 430 µs idle per step), {host['s-2']:.0f} % at 2 GPUs "
-                         "(300 µs of 320 µs idle per step); means over ranks and profiled steps.")
+                         f"idle time at 1 GPU (780 µs of 800 µs idle per step), {host['s-2']:.0f} % at 2 GPUs "
+                         "(540 µs of 560 µs idle per step); means over ranks and profiled steps.")
     # one family: no FLOPs-weighted total beside it; GFLOP per GEMM op 2·4096³ → 2·2048·4096²
     gflop = {run: 2 * s["mnk"][0] * s["mnk"][1] * s["mnk"][2] / 1e9 for run, s in SHAPED.items()}
     assert (f"shaped: GEMM efficiency falls from {pct['s-1']:.0f} % to {pct['s-2']:.0f} % of peak from 1 GPU to "
@@ -197,14 +199,16 @@ def test_report_draws_idle_and_compute_efficiency(shaped_db, tmp_path):
 
     with connect(shaped_db) as db:
         data = report_data.load(db)
-    # ms per step, mean over ranks and steps: the two gaps and half the gap between the two steps,
-    # the runs table's idle % of the steps' device window (from the first GEMM to the last kernel)
+    # ms per step, mean over ranks and steady-state steps (the second): the two gaps and the gap
+    # between the steps, the runs table's idle % of that step's device slot (the previous step's
+    # last kernel's end to its own: one step, step_us)
     idle = {r["run_id"]: r for r in data.idle_parts.iter_rows(named=True)}
     runs = {r["run_id"]: r for r in data.runs.iter_rows(named=True)}
     for run, s in SHAPED.items():
-        assert idle[run]["idle_ns"] == (s["host_gap_us"] + s["dep_gap_us"] + between_us(s) / 2) * 1000
-        window_us = s["step_us"] + s["gemm_us"] + s["host_gap_us"] + s["dep_gap_us"] + 2 * SMALL_US
-        assert runs[run]["idle_pct"] == pytest.approx(100 * 2 * idle[run]["idle_ns"] / 1000 / window_us)
+        assert idle[run]["idle_ns"] == (s["host_gap_us"] + s["dep_gap_us"] + between_us(s)) * 1000
+        window_us = s["gemm_us"] + s["host_gap_us"] + s["dep_gap_us"] + 2 * SMALL_US + between_us(s)
+        assert window_us == s["step_us"]
+        assert runs[run]["idle_pct"] == pytest.approx(100 * idle[run]["idle_ns"] / 1000 / window_us)
     eff = data.compute_parts.filter(pl.col("series") == "GEMM")
     assert eff["pct_of_peak"].to_list() == pytest.approx([_gemm_pct(*s["mnk"], s["gemm_us"]) for s in SHAPED.values()])
     for key in ("idle_breakdown", "compute_efficiency"):

@@ -123,12 +123,20 @@ def read_rank(path) -> dict:
     windows = {n: w for n, w in windows.items() if spans[n][1] > spans[n][0]}
     stepped = [e for w in windows.values() for e in w]
     timeline = _union((e["start"], e["end"]) for e in stepped)
-    idle, end = [], min((spans[n][0] for n in windows), default=None)
+    idle, slots, end = [], [], min((spans[n][0] for n in windows), default=None)
     for n in windows:
         lo, end = end, max(end, spans[n][1])
+        slots.append(end - lo)
         idle.append((end - lo) - sum(max(0, min(e, end) - max(s, lo)) for s, e in timeline))
+    # the steady-state slots: all but the first, unless it is the only one; they tile [lo, hi)
+    first_end = min(spans[n][0] for n in windows) + slots[0] if len(slots) > 1 else None
+    if first_end is not None:
+        idle, slots = idle[1:], slots[1:]
+    lo = first_end if first_end is not None else min((spans[n][0] for n in windows), default=None)
     split = Counter()
     for g0, g1, nexts in _gaps(stepped):  # classified by the launch of the events that end each gap
+        if first_end is not None and g0 < first_end:
+            continue  # a gap in the first slot (a gap never crosses a slot's end)
         launched = [e["launch"] for e in nexts if e["launch"] is not None]
         split["other" if not launched else "host" if min(launched) > g0 else "dependency"] += g1 - g0
     span = max(e["end"] for e in dev) - min(e["start"] for e in dev)
@@ -137,10 +145,13 @@ def read_rank(path) -> dict:
     # the window of the run's shares: from the first device event the profiled steps launched to the
     # last one's end, its parts measured once on the device timeline; the whole trace without steps
     if steps and stepped:
-        step_span = max(e["end"] for e in stepped) - min(e["start"] for e in stepped)
-        step_busy = _length(timeline)
-        step_exposed = _minus(_union((e["start"], e["end"]) for e in stepped if e["comm"]),
-                              _union((e["start"], e["end"]) for e in stepped if e["kernel"] and not e["comm"]))
+        def clip(es):  # the events' intervals inside the steady-state slots [lo, hi)
+            return _union((max(e["start"], lo), min(e["end"], hi)) for e in es if e["end"] > lo)
+        hi = max(e["end"] for e in stepped)
+        step_span = hi - lo
+        step_busy = _length(clip(stepped))
+        step_exposed = _minus(clip([e for e in stepped if e["comm"]]),
+                              clip([e for e in stepped if e["kernel"] and not e["comm"]]))
     else:
         step_span, step_busy, step_exposed = span, None, _minus(comm, compute)
     info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
@@ -148,6 +159,8 @@ def read_rank(path) -> dict:
     return {"span": span, "busy": busy, "step_span": step_span,
             "step_busy": busy if step_busy is None else step_busy, "step_exposed": step_exposed,
             "exposed": _minus(comm, compute), "steps": steps, "window_idle": idle, "split": split,
+            "slots": slots, "worked": set(windows) - {None},
+            "steady": list(windows)[1:] if len(windows) > 1 else list(windows),
             "window_spans": [max(e["end"] for e in w) - min(e["start"] for e in w) for w in windows.values()],
             "window_busy": [_length(_union((e["start"], e["end"]) for e in w)) for w in windows.values()],
             "collectives": sorted((e["start"], e["end"] - e["start"]) for e in dev if e["comm"]),
@@ -223,12 +236,24 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
     n_steps = len({n for r in ranks for n in r["steps"]})
     assert (f"{n_steps} profiled step" in step) if n_steps else "no profiled step" in step
     if n_steps:
+        # the steps that launched device work (all of them where none did); the device's period:
+        # Σ steady-state slot ÷ their count over ranks; where it is over 1.1 × the steady steps' CPU
+        # time (median of the slowest rank's) and over the host's step, it is the step time
+        worked = {n for r in ranks for n in r["worked"]} or {n for r in ranks for n in r["steps"]}
         slowest = [max(r["steps"][n][1] - r["steps"][n][0] for r in ranks if n in r["steps"])
-                   for n in sorted({n for r in ranks for n in r["steps"]})]
+                   for n in sorted(worked)]
         step_ns = median(slowest)
+        slots = [x for r in ranks for x in r["slots"]]
+        steady = sorted({n for r in ranks for n in r["steady"] if n is not None})
+        if slots and steady:
+            period = sum(slots) / len(slots)
+            cpu_ns = median(max(r["steps"][n][1] - r["steps"][n][0] for r in ranks if n in r["steady"])
+                            for n in steady)
+            if period > 1.1 * cpu_ns and period > step_ns:
+                step_ns = int(period)
         assert f"step time {duration(step_ns)} " in step
-    idle_pct = mean(100 * (r["step_span"] - r["step_busy"]) / r["step_span"] for r in ranks)
-    exposed_pct = mean(100 * r["step_exposed"] / r["step_span"] for r in ranks)
+    idle_pct = 100 * sum(r["step_span"] - r["step_busy"] for r in ranks) / sum(r["step_span"] for r in ranks)
+    exposed_pct = 100 * sum(r["step_exposed"] for r in ranks) / sum(r["step_span"] for r in ranks)
     assert (f"{share(idle_pct)} idle" in step) == (idle_pct > 0), (idle_pct, step)
     assert (f"{share(exposed_pct)} exposed communication" in step) == (exposed_pct > 0), (exposed_pct, step)
 
@@ -265,7 +290,7 @@ def test_explain_speaks_of_every_real_run_and_each_sentence_is_true(run, single)
         per = {}
         for g in query(db, "exposed_comm_by_group", run_id=run).iter_rows(named=True):
             key = (g["pg_desc"] or g["pg_name"] or "unnamed group", g["collective"] or "?")
-            per[key] = per.get(key, 0) + 100 * g["exposed_ns"] / spans[g["rank"]] / len(spans)
+            per[key] = per.get(key, 0) + 100 * g["exposed_ns"] / sum(spans.values())  # Σ ÷ Σ over ranks
         exposed = sorted(((pct, key) for key, pct in per.items() if pct > 0), reverse=True)
         if not exposed:
             assert "ran entirely under compute" in comm

@@ -35,7 +35,14 @@ def test_more_ranks_than_cores_is_a_warning(tmp_path):
     warnings = _warnings(db)
     assert warnings["crowded"] == ("CPU run with 2 ranks per host on 1 core: ranks compete for cores, so "
                                    "its step time partly measures contention, not scaling")
-    assert warnings["fits"] is None and warnings["two-hosts"] is None and warnings["gpu"] is None
+    assert warnings["fits"] is None and warnings["two-hosts"] is None
+    # cores do not run GPU kernels: no contention clause; its one 100 µs step's device work is the
+    # GEMM [20,50), 30 µs = 30 % of the step (under 1 ÷ 1.5): the shares describe that window only,
+    # which the step model's short-window warning says (the other 70 µs of the step)
+    assert warnings["gpu"] == ("the device's step period (the profiled steps' device window, 30 µs a step) covers "
+                               "30 % of the profiled steps' CPU time 100 µs: the step's shares (compute 100 %, idle "
+                               "0 %) are of that window; the other 70 µs of the step ran no traced device work (the "
+                               "step-time chart draws the device period)")
 
 
 def test_old_database_gains_the_column(tmp_path):

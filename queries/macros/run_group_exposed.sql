@@ -6,15 +6,16 @@
 -- process_group = the group's description, else its name, else 'unnamed group'.
 -- On each rank: the group's exposed time = Σ over its comm events of
 -- |event \ U(compute)| (per event, so concurrent collectives each count);
--- group_exposed_comm_pct = that ÷ the rank's whole traced span, averaged over
--- the run's ranks (a rank without the group counts 0).
+-- group_exposed_comm_pct = that summed over the run's ranks ÷ their whole
+-- traced spans summed (a rank without the group counts 0; one aggregate, as
+-- run_summary's shares: docs/metrics.md).
 -- exposed_per_rank_ns / comm_per_rank_ns = Σ over the run's events ÷ ranks; count = events.
 -- Units: *_ns nanoseconds, *_pct percent (0–100).
 WITH spans AS (
     SELECT run_id, rank, span_ns FROM window_breakdown(false, run) WHERE span_ns > 0
 ),
 ranks AS (
-    SELECT run_id, count(*) AS num_ranks FROM spans GROUP BY run_id
+    SELECT run_id, count(*) AS num_ranks, sum(span_ns) AS span_ns FROM spans GROUP BY run_id
 ),
 per_rank AS (
     SELECT run_id, rank, coalesce(pg_desc, pg_name, 'unnamed group') AS process_group,
@@ -26,6 +27,6 @@ SELECT p.run_id, p.process_group, p.collective, r.num_ranks,
        sum(p.count)::BIGINT AS count,
        sum(p.comm_ns) / r.num_ranks AS comm_per_rank_ns,
        sum(p.exposed_ns) / r.num_ranks AS exposed_per_rank_ns,
-       sum(100.0 * p.exposed_ns / s.span_ns) / r.num_ranks AS group_exposed_comm_pct
+       100.0 * sum(p.exposed_ns) / r.span_ns AS group_exposed_comm_pct
 FROM per_rank p JOIN spans s USING (run_id, rank) JOIN ranks r USING (run_id)
-GROUP BY p.run_id, p.process_group, p.collective, r.num_ranks
+GROUP BY p.run_id, p.process_group, p.collective, r.num_ranks, r.span_ns

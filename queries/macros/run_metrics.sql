@@ -2,15 +2,17 @@
 -- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: steps_breakdown, step_slot_breakdown, device_peaks, compute_dtypes, run_facts
+-- depends: steps_breakdown, step_slot_breakdown, step_windows, device_peaks, compute_dtypes, run_facts
 -- The definitions of every column are in queries/run_summary.sql (which
 -- returns this relation) and the README ("Run level and across runs").  The run's facts
 -- (world size, device, dtype, parallel degrees, tokens and FLOPs per token) and their bases
 -- come from run_facts: run.json, then `ingest --meta`, then what the trace shows.
 -- compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct =
--- each part ÷ the rank's window of its profiled steps (steps_breakdown; the
--- whole trace without steps), averaged over the ranks with a window; the five
--- sum to 100.
+-- each part summed over the ranks' steady-state device slots ÷ their summed
+-- span (steps_breakdown; the whole trace without steps); the five sum to 100.
+-- device_step_period_ns = Σ span ÷ Σ slots of the same slots (docs/metrics.md
+-- "The step model"); step_time_ns is it (step_time_source 'device_period')
+-- where the device runs behind the host and it is longer than the host's step.
 -- Units: *_ns nanoseconds, tokens_per_s tokens per second, *_pct percent,
 -- flops FLOP (*_flops_per_step FLOP a step), peak FLOP/s, energy J, *_ratio a ratio.
 WITH r AS (SELECT * FROM runs WHERE run IS NULL OR run_id = run),
@@ -23,9 +25,19 @@ slowest AS (
     SELECT run_id, step, max(dur_ns) AS slowest_ns FROM steps
     WHERE run IS NULL OR run_id = run GROUP BY run_id, step
 ),
+worked AS (
+    -- the profiled steps that launched device work (step_windows)
+    SELECT DISTINCT run_id, step FROM step_windows(run)
+),
 profiler_time AS (
-    SELECT run_id, median(slowest_ns)::BIGINT AS step_time_ns, count(*) AS num_steps
-    FROM slowest GROUP BY run_id
+    -- a ProfilerStep that launched no device work, in a run whose other steps did, is left out of
+    -- the median (a 49 µs empty step must not halve a 9.29 ms step: hta-mi250-rocm) and warned about
+    SELECT run_id, median(slowest_ns) FILTER (WHERE NOT empty)::BIGINT AS step_time_ns,
+           count(*) FILTER (WHERE NOT empty) AS num_steps, count(*) AS all_steps,
+           count(*) FILTER (WHERE empty) AS empty_steps
+    FROM (SELECT s.*, w.step IS NULL AND s.run_id IN (SELECT run_id FROM worked) AS empty
+          FROM slowest s LEFT JOIN worked w USING (run_id, step))
+    GROUP BY run_id
 ),
 logged AS (
     -- the collector's step log: steps outside the profiled window, after the first, and not the
@@ -44,7 +56,7 @@ logged_time AS (
 step_time AS (
     SELECT run_id,
            coalesce(l.step_time_ns, p.step_time_ns) AS step_time_ns,
-           coalesce(l.num_steps, p.num_steps) AS num_steps, p.num_steps AS profiled_steps,
+           coalesce(l.num_steps, p.num_steps) AS num_steps, p.all_steps AS profiled_steps, p.empty_steps,
            p.step_time_ns AS profiled_step_time_ns,
            CASE WHEN l.step_time_ns IS NOT NULL THEN 'step_log'
                 WHEN p.step_time_ns IS NOT NULL THEN 'profiler_step' END AS step_time_source
@@ -57,33 +69,30 @@ power AS (
     GROUP BY run_id
 ),
 shares AS (
-    -- "exposed comm % of step" (docs/inputs.md): each part / the rank's window of its profiled
-    -- steps (steps_breakdown: from the first device event the steps launched to the last one's
-    -- end; the whole trace without steps), averaged over the ranks with a window; the five
-    -- shares of a rank sum to 100, so their means do too
+    -- "exposed comm % of step" (docs/inputs.md): each part summed over the ranks' steady-state
+    -- device slots ÷ their summed span (steps_breakdown; the whole trace without steps): one
+    -- aggregate, so a share × the device step period (window_ns: Σ span ÷ Σ slots) is that part's
+    -- mean ms a step (run_breakdown, the idle chart, explain); the five sum to 100
     SELECT run_id,
-           avg(100.0 * compute_ns / span_ns) AS compute_pct,
-           avg(100.0 * exposed_comm_ns / span_ns) AS exposed_comm_pct,
-           avg(100.0 * exposed_memory_ns / span_ns) AS exposed_memory_pct,
-           avg(100.0 * other_ns / span_ns) AS other_pct,
-           avg(100.0 * idle_ns / span_ns) AS idle_pct,
+           100.0 * sum(compute_ns) / sum(span_ns) AS compute_pct,
+           100.0 * sum(exposed_comm_ns) / sum(span_ns) AS exposed_comm_pct,
+           100.0 * sum(exposed_memory_ns) / sum(span_ns) AS exposed_memory_pct,
+           100.0 * sum(other_ns) / sum(span_ns) AS other_pct,
+           100.0 * sum(idle_ns) / sum(span_ns) AS idle_pct,
            avg(span_ns) FILTER (WHERE num_steps > 0) AS span_ns,
-           avg(span_ns / num_steps) FILTER (WHERE num_steps > 0) AS window_ns,
+           sum(span_ns) FILTER (WHERE num_steps > 0) / sum(num_steps) FILTER (WHERE num_steps > 0) AS window_ns,
            round(avg(num_steps) FILTER (WHERE num_steps > 0))::INTEGER AS window_steps
     FROM steps_breakdown(run) GROUP BY run_id
 ),
 slot_steps AS (
-    -- each profiled step's device slot on its slowest rank (docs/metrics.md "The step model")
-    SELECT run_id, step, max(slot_ns) AS slot_ns, bool_or(first_slot) AS first_slot, max(cpu_ns) AS cpu_ns
-    FROM step_slot_breakdown(run) GROUP BY run_id, step
+    -- each steady-state step's slowest rank's ProfilerStep (docs/metrics.md "The step model")
+    SELECT run_id, step, max(cpu_ns) AS cpu_ns
+    FROM step_slot_breakdown(run) WHERE steady_state GROUP BY run_id, step
 ),
 period AS (
-    -- the steady-state device step period: median over steps of the slowest rank's slot, the
-    -- first step left out where later ones exist (its slot has no gap before it); the CPU time of
-    -- the same steps: the median of their slowest rank's ProfilerStep
-    SELECT run_id, coalesce(median(slot_ns) FILTER (WHERE NOT first_slot), median(slot_ns))::BIGINT AS period_ns,
-           median(cpu_ns)::BIGINT AS cpu_step_ns
-    FROM slot_steps GROUP BY run_id
+    -- the CPU time of the steady-state steps: the median of their slowest rank's ProfilerStep (the
+    -- device step period is the shares' window a step, shares.window_ns: the mean steady-state slot)
+    SELECT run_id, median(cpu_ns)::BIGINT AS cpu_step_ns FROM slot_steps GROUP BY run_id
 ),
 base AS (
     SELECT r.* EXCLUDE (world_size, dp, tp, pp, cp, tokens_per_step, flops_per_token, device_name, dtype),
@@ -93,14 +102,24 @@ base AS (
            f.world_size AS gpus, f.world_size_basis, f.device_name AS device, f.device_basis,
            f.dtype, f.dtype_basis, f.dp, f.tp, f.pp, f.cp, f.parallel_basis,
            f.tokens_per_step, f.tokens_per_step_basis, f.rank_tokens_per_step,
-           st.step_time_ns, st.num_steps, st.step_time_source, st.profiled_steps, st.profiled_step_time_ns,
+           -- one step time for throughput (docs/metrics.md "The step model"): where the device runs
+           -- behind the host (its steady-state period over 1.1 × the same steps' CPU time) and that
+           -- period is longer than the host's step, the device paces the loop: the step is its period
+           CASE WHEN sh.window_ns > 1.1 * pd.cpu_step_ns AND sh.window_ns > st.step_time_ns
+                     AND NOT coalesce(tr.cpu_only, false)
+                THEN sh.window_ns::BIGINT ELSE st.step_time_ns END AS step_time_ns,
+           CASE WHEN sh.window_ns > 1.1 * pd.cpu_step_ns AND sh.window_ns > st.step_time_ns
+                     AND NOT coalesce(tr.cpu_only, false)
+                THEN 'device_period' ELSE st.step_time_source END AS step_time_source,
+           st.step_time_ns AS host_step_time_ns, st.step_time_source AS host_step_source, st.empty_steps,
+           st.num_steps, st.profiled_steps, st.profiled_step_time_ns,
            f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
            f.flops_coverage_pct, f.flops_per_token_lower_bound, f.tokens_per_step_confidence,
            f.tokens_per_step_confidence_basis,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
            sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
-           pd.period_ns, pd.cpu_step_ns
+           sh.window_ns::BIGINT AS period_ns, pd.cpu_step_ns
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id) LEFT JOIN period pd USING (run_id)
 ),
@@ -150,7 +169,7 @@ m AS (
            [CASE WHEN x >= 999.5e9 THEN format('{:,.0f} s', x / 1e9) WHEN x >= 999.5e6 THEN format('{:.3g} s', x / 1e9)
                  WHEN x >= 999.5e3 THEN format('{:.3g} ms', x / 1e6) WHEN x >= 999.5 THEN format('{:.3g} µs', x / 1e3)
                  ELSE format('{:.3g} ns', x) END
-            FOR x IN [b.step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns, b.period_ns,
+            FOR x IN [b.host_step_time_ns, b.span_ns, b.window_ns, b.profiled_step_time_ns, b.period_ns,
                       b.cpu_step_ns - b.period_ns, b.cpu_step_ns]] AS ns_words,
            -- whole-job power: the mean per sampled rank, scaled to every GPU
            b.watts * b.gpus / b.ranks_with_power AS job_watts
@@ -241,39 +260,36 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            -- the step time understates the step), and shares of a device window much shorter than the
            -- step describe only that window; the step log times the same loop
            CASE WHEN period_ns > 1.1 * cpu_step_ns
-                THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
-                            'device span of {} is {} a step, {:.2f} × the step time{}; the device''s steady-state '
-                            'step period (median over steps of the slowest rank''s device slot) is {}, {:.2f} × '
-                            'the profiled steps'' CPU time ({}): the device runs behind the host, so the host''s '
-                            'step understates the step (the report''s ms per step are of the device period)',
-                            ns_words[1], step_time_source, window_steps,
+                THEN format('the device runs behind the host: its steady-state step period (the mean device slot of '
+                            '{} steady-state step{}) is {}, {:.2f} × the same steps'' CPU time ({}) and {:.2f} × '
+                            'the host''s step {} ({}), so {}the report''s ms per step are of the device period',
+                            window_steps, CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[5],
+                            period_ns / cpu_step_ns, ns_words[7], period_ns / host_step_time_ns, ns_words[1],
+                            host_step_source,
+                            CASE WHEN step_time_source = 'device_period'
+                                 THEN 'the step time, tokens/s, MFU and energy per token are of that period, and '
+                                 ELSE '' END)
+                WHEN window_ns > 1.5 * host_step_time_ns
+                THEN format('step time {} ({}) disagrees with the traced window: {} steady-state step{} over a '
+                            'device span of {} is {} a step, {:.2f} × the step time',
+                            ns_words[1], host_step_source, window_steps,
                             CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
-                            window_ns / step_time_ns,
-                            CASE WHEN profiled_steps > window_steps
-                                 THEN format(' ({} of the {} profiled steps launched no device work)',
-                                             profiled_steps - window_steps, profiled_steps) ELSE '' END,
-                            ns_words[5], period_ns / cpu_step_ns, ns_words[7])
-                WHEN window_ns > 1.5 * step_time_ns
-                THEN format('step time {} ({}) disagrees with the traced window: {} profiled step{} over a '
-                            'device span of {} is {} a step, {:.2f} × the step time{}',
-                            ns_words[1], step_time_source, window_steps,
-                            CASE WHEN window_steps = 1 THEN '' ELSE 's' END, ns_words[2], ns_words[3],
-                            window_ns / step_time_ns,
-                            CASE WHEN profiled_steps > window_steps
-                                 THEN format(' ({} of the {} profiled steps launched no device work)',
-                                             profiled_steps - window_steps, profiled_steps) ELSE '' END)
+                            window_ns / host_step_time_ns)
                 WHEN period_ns < cpu_step_ns / 1.5
                 THEN format('the device''s step period (the profiled steps'' device window, {} a step) covers '
                             '{} of the profiled steps'' CPU time {}: the step''s shares (compute {:.0f} %, '
                             'idle {:.0f} %) are of that window; the other {} of the step ran no traced device '
-                            'work (charted as idle in ms per step)', ns_words[5],
+                            'work (the step-time chart draws the device period)', ns_words[5],
                             CASE WHEN period_ns < cpu_step_ns / 100 THEN 'under 1 %'
                                  ELSE format('{:.0f} %', 100.0 * period_ns / cpu_step_ns) END,
                             ns_words[7], compute_pct, idle_pct, ns_words[6]) END,
-           CASE WHEN step_time_source = 'step_log' AND profiled_step_time_ns / step_time_ns NOT BETWEEN 0.5 AND 2
+           CASE WHEN empty_steps > 0
+                THEN format('{} of the {} profiled steps launched no device work: left out of the step time and '
+                            'the step model', empty_steps, profiled_steps) END,
+           CASE WHEN host_step_source = 'step_log' AND profiled_step_time_ns / host_step_time_ns NOT BETWEEN 0.5 AND 2
                 THEN format('step time {} (the collector''s step log, steps outside the profiled window) '
                             'is {:.2f} × the profiled steps'' {} (ProfilerStep median of the slowest rank): '
                             'the traced steps are not the steps timed', ns_words[1],
-                            step_time_ns / profiled_step_time_ns, ns_words[4]) END), '')
+                            host_step_time_ns / profiled_step_time_ns, ns_words[4]) END), '')
            AS warnings
 FROM m

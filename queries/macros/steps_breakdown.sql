@@ -4,17 +4,20 @@
 -- param: run VARCHAR a run_id, or NULL for every run
 -- depends: step_slot_breakdown, window_breakdown
 -- The window of a run's step figures (run_summary's shares, the idle chart,
--- the traced-window check): on each rank, from the first device event its
--- profiled steps launched to the last one's end (docs/metrics.md "The step
--- model"), so the gaps between steps count as idle and device work outside the
--- profiled steps (before the first, after the last, between profiling windows)
--- does not.  It is the union of the steps' device slots (step_slot_breakdown),
--- which tile it without overlap: span_ns, busy, idle, compute, comm, memory,
+-- the traced-window check, the device step period): on each rank, its
+-- steady-state device slots (docs/metrics.md "The step model";
+-- step_slot_breakdown.steady_state: every slot but the first, or the only
+-- one), from the end of the first profiled step's device work to the last
+-- one's end, so the gaps between steps count as idle and device work outside
+-- the profiled steps (before the first, after the last, between profiling
+-- windows) and the first step's warm-up do not.  It is the union of those
+-- slots, which tile it without overlap: span_ns, busy, idle, compute, comm, memory,
 -- overlap, exposed_comm, exposed_memory, other = the sums over the slots, so
 -- each is measured once on the rank's device timeline (a kernel of one step
 -- running during another's slot is busy, counted once) and the five parts sum
 -- to span (idle_breakdown.between_steps_ns: the part of idle between steps).
--- num_steps = the steps with device work (slots).  A trace without
+-- num_steps = the steady-state slots (span_ns ÷ num_steps: the rank's mean
+-- device step period).  A trace without
 -- ProfilerSteps: its whole-trace row (num_steps 0).
 -- Units: *_ns nanoseconds.
 WITH stepped AS (
@@ -24,7 +27,7 @@ WITH stepped AS (
            sum(memory_ns) AS memory_ns, sum(overlap_ns) AS overlap_ns,
            sum(exposed_comm_ns) AS exposed_comm_ns, sum(exposed_memory_ns) AS exposed_memory_ns,
            sum(other_ns) AS other_ns
-    FROM step_slot_breakdown(run) GROUP BY trace_id
+    FROM step_slot_breakdown(run) WHERE steady_state GROUP BY trace_id
 )
 SELECT trace_id, run_id, rank, num_steps, span_ns::BIGINT AS span_ns, busy_ns::BIGINT AS busy_ns,
        idle_ns::BIGINT AS idle_ns, compute_ns::BIGINT AS compute_ns,
