@@ -2,10 +2,12 @@
 
 Every expected value is derived here from the generator's parameters (the step
 layout of pipeline/synth.py): per rank of a run with S steps of step_us, compute
-C, all_reduce overlap O and transfer T (no straggler), a TP all_gather of P:
+C, all_reduce overlap O and transfer T (no straggler), a TP all_gather of P, the window is the
+steady-state device slots (docs/metrics.md "The step model": every step's but the first), from the
+first step's last end to the last step's, S − 1 steps:
 
-    span     = (S − 1)·step_us + C − O + T + P     (first kernel to the last end)
-    compute  = S·C,  exposed comm = S·(T − O + P),  idle = span − S·(C + T − O + P)
+    span     = (S − 1)·step_us
+    compute  = (S − 1)·C,  exposed comm = (S − 1)·(T − O + P),  idle = span − (S − 1)·(C + T − O + P)
     step time = step_us (ProfilerStep), g = step_us · N ÷ tokens_per_step (GPU-ns/token)
     part_g   = g · part ÷ span                    (every rank alike, so the mean is the rank's)
 
@@ -44,11 +46,12 @@ def expected_parts(spec: SynthRun) -> dict[str, float]:
     for rank in range(spec.ranks):
         late = spec.straggler_rank is not None and rank != spec.straggler_rank
         d = spec.straggler_delay_us if spec.straggler_rank is not None else 0
-        # every rank's last kernel ends at the same true time; the straggler's first kernel starts D later
-        span = (s - 1) * step + c - o + t + p + (d if rank != spec.straggler_rank else 0)
-        exposed = s * ((d if late else 0) + t - o + p)
-        wait = s * (d - o) if late else 0
-        shares.append((s * c / span, exposed / span, wait / span))
+        # every rank's steps end at the same true times, so each steady-state slot is one step long
+        n = s - 1  # the steady-state slots: all but the first
+        span = n * step
+        exposed = n * ((d if late else 0) + t - o + p)
+        wait = n * (d - o) if late else 0
+        shares.append((n * c / span, exposed / span, wait / span))
     mean = [sum(x[i] for x in shares) / len(shares) for i in range(3)]
     parts = {"compute": g * mean[0], "exposed_comm": g * mean[1], "exposed_memory": 0.0, "other": 0.0,
              "wait": g * mean[2]}
@@ -124,10 +127,10 @@ def test_exposed_comm_appears_only_where_the_generator_exposes_it(strong_db):
     exposed = _row(df, "previous", "strong-4", "strong-8")
     spec = STRONG[2]
     g = spec.step_us * US * spec.ranks / TOKENS
-    span = (spec.steps - 1) * spec.step_us + spec.compute_us - spec.overlap_us + spec.transfer_us
+    span = (spec.steps - 1) * spec.step_us  # the steady-state slots (module docstring)
     per_step_exposed = spec.transfer_us - spec.overlap_us  # 170 − 50 = 120 µs
     assert exposed["delta_exposed_comm_gpu_ns_per_token"] == pytest.approx(
-        g * spec.steps * per_step_exposed / span, rel=1e-9)
+        g * (spec.steps - 1) * per_step_exposed / span, rel=1e-9)
 
 
 def test_efficiency_points_match_the_scaling_query(strong_db):
@@ -201,8 +204,8 @@ def test_exposed_comm_delta_splits_by_process_group(tmp_path_factory):
 
     def group_g(spec, per_step_us):
         g = spec.step_us * US * spec.ranks / TOKENS
-        span = (spec.steps - 1) * spec.step_us + spec.compute_us - spec.overlap_us + spec.transfer_us + spec.tp_comm_us
-        return g * spec.steps * per_step_us / span
+        span = (spec.steps - 1) * spec.step_us  # the steady-state slots (module docstring)
+        return g * (spec.steps - 1) * per_step_us / span
 
     a, b = GROUPS
     dp = group_g(b, b.transfer_us - b.overlap_us) - group_g(a, a.transfer_us - a.overlap_us)

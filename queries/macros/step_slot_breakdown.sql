@@ -20,7 +20,7 @@
 -- (window_breakdown) over the slot's span; only the other traces' device
 -- timelines are merged here.
 -- Also: the step's cpu_*, device_* and slot_* columns and first_slot (step_windows).
--- steady_state: the slot is one the steady state is measured over (docs/metrics.md
+-- steady_state (step_windows): the slot is one the steady state is measured over (docs/metrics.md
 -- "The step model"): not the rank's first slot, unless it is the rank's only one
 -- (the first has no gap before it and holds the warm-up: tracelens-mi300x's
 -- 49 ms first step against 18.8 ms steps).  run_summary's shares, the idle
@@ -91,6 +91,5 @@ SELECT trace_id, run_id, rank, step, slot_ns AS span_ns, busy_ns, slot_ns - busy
        100.0 * (compute_ns + comm_ns - cc_ns) / nullif(comm_ns, 0) AS overlap_pct_of_comm,
        100.0 * (cc_ns - compute_ns) / nullif(slot_ns, 0) AS exposed_comm_pct,
        cpu_start_ns, cpu_end_ns, cpu_ns, device_start_ns, device_end_ns, device_span_ns,
-       slot_start_ns, slot_end_ns, slot_ns, first_slot, device_lag_ns,
-       NOT first_slot OR count(*) OVER (PARTITION BY trace_id) = 1 AS steady_state
+       slot_start_ns, slot_end_ns, slot_ns, first_slot, device_lag_ns, steady_state
 FROM u

@@ -25,6 +25,8 @@
 -- steady-state step period, run_metrics.device_step_period_ns, leaves it out
 -- where later steps exist).  device_lag_ns = device_end_ns − cpu_end_ns (> 0:
 -- the device finished the step's work after the host left the step).
+-- steady_state: a slot the run-level figures are over (docs/metrics.md "The
+-- step model"): not the rank's first, unless it is the rank's only one.
 -- Units: *_ns nanoseconds.
 WITH own AS (
     SELECT trace_id, any_value(run_id) AS run_id, any_value(rank) AS rank, step,
@@ -50,5 +52,6 @@ SELECT trace_id, run_id, rank, step, cpu_start_ns, cpu_end_ns, (cpu_end_ns - cpu
        device_start_ns, device_end_ns, (device_end_ns - device_start_ns) AS device_span_ns,
        slot_start_ns, greatest(slot_start_ns, slot_end_ns) AS slot_end_ns,
        greatest(0, slot_end_ns - slot_start_ns) AS slot_ns, first_slot,
-       (device_end_ns - cpu_end_ns) AS device_lag_ns
+       (device_end_ns - cpu_end_ns) AS device_lag_ns,
+       NOT first_slot OR count(*) OVER (PARTITION BY trace_id) = 1 AS steady_state
 FROM tiled
