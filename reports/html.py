@@ -192,10 +192,11 @@ def run_sections(sentences: pl.DataFrame) -> str:
     return f'<h2 class="section" id="run-by-run">Run by run</h2><div id="runs-explained">{blocks}</div>'
 
 
-TABLE_LEGEND = ("step: median over steps of the slowest rank's step. "
-                "% of step: the part ÷ the rank's window of its profiled steps (first device event the steps "
-                "launched to the last one's end, gaps between steps included; the whole trace without "
-                "ProfilerSteps), averaged over the run's ranks "
+TABLE_LEGEND = ("step: median over steps of the slowest rank's step, or the device's step period where the "
+                "device runs behind the host (the run's warning says so). "
+                "% of step: the part summed over the ranks' profiled steps after each rank's first (the "
+                "device time from one step's work ending to the next one's, gaps between steps included; the "
+                "whole trace without ProfilerSteps) ÷ that time "
                 "(exposed comm = communication not hidden under compute). Where the device's activity "
                 f"spans under {SLIVER_PCT:g} % of the step, the shares describe that sliver, not the step, "
                 f"and the table says so instead. {INFERRED_MARK}: rests on a fact read from the trace, not "
