@@ -52,8 +52,11 @@
 -- idle_pct is the idle of the report's idle chart (idle_breakdown's gaps
 -- inside and between the steps) and of explain, exposed_comm_pct is "exposed
 -- comm % of step", the one figure the report's table, findings and charts call
--- exposed communication.  The five sum to 100.  null_reasons says why each NULL
--- column is NULL.
+-- exposed communication.  The five sum to 100.  collective_wait_pct = the part
+-- of other_pct that a CPU-only trace's threads sat blocked in a collective's
+-- wait (`_c10d_functional::wait_tensor`, TorchRec's `All2All_Pooled_Wait`;
+-- macro collective_waits_cpu), 0 on GPU traces: explain says it as waiting for
+-- a collective.  null_reasons says why each NULL column is NULL.
 -- The sanity checks (an impossible result is a warning next to the
 -- number).  model_flops_per_step = flops_per_token × tokens_per_step (the whole
 -- job, the FLOPs MFU counts); recorded_flops_per_step = the FLOP-counted ops'

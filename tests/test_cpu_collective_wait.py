@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from conftest import cpu, query, write_trace
 from scaletrace.cli import main
+from scaletrace.reports.words import COLLECTIVE_WAIT, STEP_PARTS, share
 
 STEP_US = 10_000
 
@@ -62,6 +63,31 @@ def _block(output: str, run: str) -> str:
     assert block, output
     return "\n".join(block)
 
+
+def test_collective_wait_of_the_step_window(runs):
+    summary, _ = runs
+    s = summary["torchrec"]
+    # every step's slot is [t0, t0 + 10000) (the run's figures are over the steady-state slots: step 1's;
+    # a wait counted over the first slot too would be twice other): the wait [5300, 8300) has the other
+    # thread's copy [7300, 7800) under it (compute), so 3000 − 500 = 2500 µs of waiting alone a step
+    slot, wait = STEP_US, 3000 - 500
+    assert s["collective_wait_pct"] == pytest.approx(100 * wait / slot)
+    assert s["other_pct"] == pytest.approx(100 * wait / slot)  # nothing else is other
+    assert s["exposed_comm_pct"] == pytest.approx(100 * 1000 / slot)  # the Req: issued on the thread
+    assert s["compute_pct"] == pytest.approx(100 * (4000 + 1600 + 500) / slot)
+    assert s["idle_pct"] == pytest.approx(100 * (slot - 4000 - 1000 - 3000 - 1600) / slot)
+    # no ProfilerStep: the whole trace [0, 10000) is the window
+    assert summary["functional"]["collective_wait_pct"] == pytest.approx(100 * wait / STEP_US)
+
+
+def test_explain_says_waiting_for_a_collective(runs):
+    summary, output = runs
+    block = _block(output, "torchrec")
+    pct = share(summary["torchrec"]["collective_wait_pct"])
+    assert f"{pct} {COLLECTIVE_WAIT}" in block
+    assert STEP_PARTS["other"] not in block  # all of other is the wait
+    assert f"waiting for a collective a further {pct}" in block
+    assert "CPU window" in block and "device window" not in block and "on the device" not in block
 
 
 def test_a_trace_naming_a_device_without_its_events_says_so(runs):

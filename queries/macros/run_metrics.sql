@@ -2,7 +2,7 @@
 -- description: Per run: step time, throughput, MFU, energy per token and the step-time shares.
 -- grain: one row per run
 -- param: run VARCHAR a run_id, or NULL for every run
--- depends: steps_breakdown, step_slot_breakdown, step_windows, device_peaks, compute_dtypes, run_facts
+-- depends: steps_breakdown, step_slot_breakdown, step_windows, device_peaks, compute_dtypes, run_facts, collective_waits_cpu
 -- The definitions of every column are in queries/run_summary.sql (which
 -- returns this relation) and the README ("Run level and across runs").  The run's facts
 -- (world size, device, dtype, parallel degrees, tokens and FLOPs per token) and their bases
@@ -78,11 +78,13 @@ shares AS (
            100.0 * sum(exposed_comm_ns) / sum(span_ns) AS exposed_comm_pct,
            100.0 * sum(exposed_memory_ns) / sum(span_ns) AS exposed_memory_pct,
            100.0 * sum(other_ns) / sum(span_ns) AS other_pct,
+           -- the part of other that a CPU-only trace's threads sat blocked waiting for a collective
+           100.0 * sum(coalesce(cw.wait_ns, 0)) / sum(span_ns) AS collective_wait_pct,
            100.0 * sum(idle_ns) / sum(span_ns) AS idle_pct,
            avg(span_ns) FILTER (WHERE num_steps > 0) AS span_ns,
            sum(span_ns) FILTER (WHERE num_steps > 0) / sum(num_steps) FILTER (WHERE num_steps > 0) AS window_ns,
            round(avg(num_steps) FILTER (WHERE num_steps > 0))::INTEGER AS window_steps
-    FROM steps_breakdown(run) GROUP BY run_id
+    FROM steps_breakdown(run) LEFT JOIN collective_waits_cpu(run) cw USING (trace_id) GROUP BY run_id
 ),
 slot_steps AS (
     -- each steady-state step's slowest rank's ProfilerStep (docs/metrics.md "The step model")
@@ -118,7 +120,7 @@ base AS (
            f.tokens_per_step_confidence_basis,
            pw.watts, pw.ranks_with_power,
            f.flops_per_token AS fpt, f.flops_per_token_basis,
-           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
+           sh.compute_pct, sh.exposed_comm_pct, sh.exposed_memory_pct, sh.other_pct, sh.collective_wait_pct, sh.idle_pct, sh.span_ns, sh.window_ns, sh.window_steps,
            sh.window_ns::BIGINT AS period_ns, pd.cpu_step_ns
     FROM r JOIN run_facts(run) f USING (run_id) LEFT JOIN tr USING (run_id) LEFT JOIN step_time st USING (run_id)
     LEFT JOIN shares sh USING (run_id) LEFT JOIN power pw USING (run_id) LEFT JOIN period pd USING (run_id)
@@ -193,7 +195,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
        window_ns AS traced_window_per_step_ns, step_time_ns / window_ns AS step_time_to_traced_window_ratio,
        period_ns AS device_step_period_ns,
        job_watts * (step_time_ns / 1e9) / tokens_per_step AS energy_per_token_j,
-       compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, idle_pct,
+       compute_pct, exposed_comm_pct, exposed_memory_pct, other_pct, collective_wait_pct, idle_pct,
        concat_ws('; ',
            CASE WHEN step_time_ns IS NULL THEN 'no ProfilerStep annotations: no step time' END,
            CASE WHEN tokens_per_step IS NULL AND rank_tokens_per_step IS NOT NULL
