@@ -166,7 +166,7 @@ def test_every_query_documents_its_grain_and_units(name, empty_schema):
 SPAN_SHARES = {"compute_pct", "exposed_comm_pct", "exposed_memory_pct", "other_pct", "idle_pct",
                "overlapped_comm_pct", "group_exposed_comm_pct", "from_group_exposed_comm_pct",
                "to_group_exposed_comm_pct",
-               "host_wait_pct", "dependency_wait_pct", "other_idle_pct"}
+               "host_wait_pct", "dependency_wait_pct", "other_idle_pct", "collective_wait_pct"}
 # (flops_coverage_pct: the share of GEMM / attention / convolution kernel time whose FLOPs are counted)
 NAMED_RATIOS = {"mfu_pct", "scaling_efficiency_vs_sweep_baseline_pct", "from_scaling_efficiency_pct", "to_scaling_efficiency_pct",
                 "flops_coverage_pct"}
