@@ -12,7 +12,7 @@ $(BIN)/python:
 
 # torch is installed first and pinned (the CPU build), so nothing pulls a
 # multi-GB CUDA build; GPU users install their own torch before `pip install -e .[collect]`.
-$(VENV)/.installed: pyproject.toml setup.py pipeline/read/_scan.cpp | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py pipeline/read/_scan.cpp pipeline/common/00-scaletrace-signals.pth | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0 >> $(VENV)/setup.log 2>&1 || echo "torch==2.13.0 not available; collectors need torch"
 	@# Debian's simdjson for the compiled extractor (pipeline/read/_scan.cpp, built by pip below when present);
 	@# without it ingest uses the Python extractor
@@ -21,6 +21,8 @@ $(VENV)/.installed: pyproject.toml setup.py pipeline/read/_scan.cpp | $(BIN)/pyt
 	  >/dev/null 2>&1; } || echo "no libsimdjson-dev: ingest will use the Python extractor"
 	@# pip's and setuptools' output goes to .venv/setup.log, shown only when the install fails
 	$(BIN)/pip install -q -e '.[dev,cluster,fast]' >> $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
+	@# an editable install places no data files: the start-up signal file (setup.py) is copied into site-packages
+	$(BIN)/python -c "import shutil, sysconfig; shutil.copy('pipeline/common/00-scaletrace-signals.pth', sysconfig.get_paths()['purelib'])"
 	@# Debian's chromium for the report's browser test (skipped with a reason where it cannot be installed)
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } \

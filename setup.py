@@ -35,6 +35,7 @@ class OptionalBuildExt(build_ext):
 # installed into site-packages and read by `site` before every other one ("00" sorts first), makes
 # Ctrl-C and SIGTERM one line and 128 + N from there on, in the `scaletrace` command only (its argv[0]);
 # in any other Python process it compares one string.  scaletrace/__init__.py takes over from it.
+# A wheel (pip install .) installs it; an editable install places no data files, so `make setup` copies it.
 _PATHS = sysconfig.get_paths()
 SITE_PACKAGES = os.path.relpath(_PATHS["purelib"], _PATHS["data"])  # lib/python3.X/site-packages in a venv
 

@@ -242,12 +242,13 @@ def test_ctrl_c_while_python_starts_is_one_line_in_scaletrace_only(tmp_path, arg
 
 
 def test_the_signal_file_is_read_first_and_installed_with_the_package():
-    """It sorts before every other .pth name site reads here (site reads them in sorted order), and
-    setup.py installs it into site-packages."""
+    """It sorts before every other .pth name site reads here (site reads them in sorted order); setup.py
+    installs it with a wheel, and `make setup` copies it for the editable install (which places no data files)."""
     import site
 
     from conftest import ROOT
 
     assert f'"pipeline/common/{SIGNALS_PTH}"' in (ROOT / "setup.py").read_text()
+    assert f"shutil.copy('pipeline/common/{SIGNALS_PTH}'" in (ROOT / "Makefile").read_text()
     names = sorted(p.name for d in site.getsitepackages() for p in __import__("pathlib").Path(d).glob("*.pth"))
     assert names and names[0] == SIGNALS_PTH, names
