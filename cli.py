@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import signal
 import sys
@@ -54,7 +55,7 @@ class Seconds(click.FloatRange):
 
     def convert(self, value, param, ctx):
         seconds = super().convert(value, param, ctx)
-        if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        if not math.isfinite(seconds):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
         return seconds
 
@@ -821,12 +822,9 @@ def report(db, out, runs, png, svg, quiet) -> None:
     """
     from scaletrace.reports import ReportError
 
-    folder = os.path.isdir(db)  # a Parquet dataset or export: every file under it is read
-    no_overwrite([Input(db, "Parquet dataset" if folder else "database", holds_outputs=folder)],
-                 [Output(out, "report"), Output(png, "PNG folder"), Output(svg, "SVG folder")])
-    try:
+    try:  # build_report refuses an output onto the database (or into a dataset) before any work
         _write_report(db, out, runs, png, svg, quiet)
-    except (DatabaseError, queries.QueryError, ReportError) as exc:
+    except (DatabaseError, queries.QueryError, ReportError, OverwriteError) as exc:
         fail(str(exc))
     except OSError as exc:  # a read-only file system, a file where a directory should be, a full disk
         fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}")
