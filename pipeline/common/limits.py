@@ -79,7 +79,7 @@ def read_regular(path: str | os.PathLike, max_bytes: int, limit_name: str = "the
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise LimitError(f"not a regular file ({_file_kind(info.st_mode)})")
+            raise LimitError(f"not a regular file ({file_kind(info.st_mode)})")
         if info.st_size > max_bytes:
             raise LimitError(f"{size_text(info.st_size)}, over {limit_name} of {size_text(max_bytes)}")
     except BaseException:
@@ -116,7 +116,7 @@ def padded(buffer: bytearray, size: int) -> memoryview:
     return memoryview(buffer)[:size]
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISDIR, "a directory")):

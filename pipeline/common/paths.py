@@ -107,7 +107,13 @@ def refuse_overlap(inputs: list[Input], outputs: list[Output]) -> None:
 _GLOB = {ord(c): f"[{c}]" for c in "*?["}  # a bracket class of one character matches it literally
 
 
+def glob_literal(text: str) -> str:
+    """``text`` as a glob pattern (DuckDB's or pathlib's) that matches it literally: ``*``, ``?``
+    and ``[`` each in a bracket class of its own."""
+    return text.translate(_GLOB)
+
+
 def sql_path(path: str | Path) -> str:
     """``path`` as a SQL string literal for ``read_parquet``, its glob characters (``*``, ``?``,
     ``[``) matched literally (DuckDB expands each path of the list as a glob pattern)."""
-    return "'" + os.fspath(path).translate(_GLOB).replace("'", "''") + "'"
+    return "'" + glob_literal(os.fspath(path)).replace("'", "''") + "'"

@@ -24,7 +24,7 @@ import duckdb
 
 from scaletrace.pipeline.store import dbcheck, runsync, schema, template, write as store
 from scaletrace.pipeline.common import diskfull, limits, oneline
-from scaletrace.pipeline.common.limits import _file_kind as file_kind
+from scaletrace.pipeline.common.limits import file_kind
 from scaletrace.pipeline.common.paths import Input, Output, refuse_overlap
 from scaletrace.pipeline.read import sidefiles
 from scaletrace.pipeline.read.classify import DEFAULT_RULES, Classifier, Rule

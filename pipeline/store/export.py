@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from scaletrace.pipeline.common.limits import physical_memory_bytes
-from scaletrace.pipeline.common.paths import Input, Output, OverwriteError, refuse_overlap, sql_path
+from scaletrace.pipeline.common.paths import Input, Output, OverwriteError, glob_literal, refuse_overlap, sql_path
 from scaletrace.pipeline.store.schema import (PER_TRACE_TABLES, SCHEMA_SQL, TABLES, DatabaseError, connect_waiting,
                                               open_duckdb, register_definitions)
 
@@ -133,11 +133,6 @@ def _temporary_sibling(out: Path) -> Path:
     except OSError as exc:  # the line names the user's path, not the hidden one
         raise OSError(exc.errno, exc.strerror, str(out)) from None
     return tmp
-
-
-def glob_literal(name: str) -> str:
-    """``name`` for pathlib's glob, matched literally."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def _alive(pid: int) -> bool:
