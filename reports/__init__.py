@@ -22,7 +22,8 @@ from scaletrace.reports import charts as chart_defs
 from scaletrace.reports import data as report_data
 from scaletrace.reports import engine
 from scaletrace.reports.card import card_from_db, card_lines
-from scaletrace.reports.chartkit import gpus, layout_colours
+from scaletrace.reports.chartkit import layout_colours
+from scaletrace.reports.words import gpus
 from scaletrace.reports.data import ReportError
 from scaletrace.reports.findings import findings as make_findings
 from scaletrace.reports.html import cached_bundle, projection_table, render

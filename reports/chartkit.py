@@ -64,11 +64,6 @@ def with_label(df: pl.DataFrame, field: str, unit: str | None = None, ns_per: fl
     return df.with_columns(pl.Series(name, text, dtype=pl.String))
 
 
-def gpus(n, cpu_only=False) -> str:
-    """'1 GPU', '4 GPUs'; '2 CPU ranks' for a run without a device (words.gpus, the one rule)."""
-    return words.gpus(n, cpu_only)
-
-
 class SharedData(alt.Data):
     """Inline rows that Altair's deep copies share: a layered chart deep-copies its layers on every
     ``+``, ``.properties()`` and ``to_dict()``, rows included (100,000 of the 758,000 copy calls of the

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, gpus
+from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data
+from scaletrace.reports.words import gpus
 
 if TYPE_CHECKING:
     from scaletrace.pipeline.store.db import Database

@@ -15,7 +15,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, drawn, gpus, with_label, with_slivers
+from scaletrace.reports.chartkit import LABEL_FONT, MS, WIDTH, data, drawn, with_label, with_slivers
+from scaletrace.reports.words import gpus
 from scaletrace.reports.efficiency import ALL_OPS, FAMILIES, IDLE_PARTS
 
 WHY = "Why efficiency drops"  # the report section these charts open (reports/charts.py ChartSpec.section)

@@ -8,10 +8,10 @@ import altair as alt
 import polars as pl
 
 from scaletrace.pipeline.store.db import Database
-from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus, gpus_axis, sweep_colour
+from scaletrace.reports.chartkit import HEIGHT, WIDTH, data, gpus_axis, sweep_colour
 from scaletrace.queries.analysis.projection import MIN_SIZES, NO_WORKLOAD, ProjectionError
 from scaletrace.queries.analysis.projection_sweeps import Skipped, Sweep, curve, fit_sweeps, knee
-from scaletrace.reports.words import count, listing
+from scaletrace.reports.words import count, gpus, listing
 
 FACTOR = 4  # the curve runs to this many times the largest measured GPU count
 MAX_NAMED = 4  # runs without a workload named in the not-projected line (then "and N more")

@@ -15,7 +15,8 @@ import polars as pl
 
 from scaletrace.pipeline.store.db import Database
 from scaletrace.reports.card import decision_card
-from scaletrace.reports.chartkit import LAYOUT, gpus, layout_domain, run_layouts
+from scaletrace.reports.chartkit import LAYOUT, layout_domain, run_layouts
+from scaletrace.reports.words import gpus
 from scaletrace.reports.device_share import sliver_notes
 from scaletrace.reports.order import sort_runs
 

@@ -14,9 +14,8 @@ import polars as pl
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries.analysis.efficiency import (ALL_OPS, FAMILIES, HOST_BOUND_PCT, IDLE_PARTS, best_runs,
                                                     efficiency_per_run, idle_per_step)
-from scaletrace.reports.chartkit import gpus
 from scaletrace.reports.device_share import cpu_only_runs
-from scaletrace.reports.words import duration, figure, listing, number, present, share
+from scaletrace.reports.words import duration, figure, gpus, listing, number, present, share
 
 
 def _pct(x) -> str:

@@ -25,12 +25,12 @@ import polars as pl
 
 from scaletrace.pipeline.store.db import Database
 from scaletrace.queries import QueryError
-from scaletrace.reports.chartkit import baseline, gpus
+from scaletrace.reports.chartkit import baseline
 from scaletrace.reports.confidence import left_out, split
 from scaletrace.reports.device_share import cpu_only_runs
 from scaletrace.reports.efficiency import compute_hook, idle_hook
 from scaletrace.reports.run_explain import describe_runs
-from scaletrace.reports.words import STEP_PARTS, change, duration, figure, number, points, unit
+from scaletrace.reports.words import STEP_PARTS, change, duration, figure, gpus, number, points, unit
 
 # The five parts of scaling_attribution, in stacking order, with their words (run_summary's too).
 PARTS = STEP_PARTS
