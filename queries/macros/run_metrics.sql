@@ -107,12 +107,10 @@ base AS (
            -- one step time for throughput (docs/metrics.md "The step model"): where the device runs
            -- behind the host (its steady-state period over 1.1 × the same steps' CPU time) and that
            -- period is longer than the host's step, the device paces the loop: the step is its period
-           CASE WHEN sh.window_ns > 1.1 * pd.cpu_step_ns AND sh.window_ns > st.step_time_ns
-                     AND NOT coalesce(tr.cpu_only, false)
-                THEN sh.window_ns::BIGINT ELSE st.step_time_ns END AS step_time_ns,
-           CASE WHEN sh.window_ns > 1.1 * pd.cpu_step_ns AND sh.window_ns > st.step_time_ns
-                     AND NOT coalesce(tr.cpu_only, false)
-                THEN 'device_period' ELSE st.step_time_source END AS step_time_source,
+           sh.window_ns > 1.1 * pd.cpu_step_ns AS device_behind,
+           device_behind AND sh.window_ns > st.step_time_ns AND NOT coalesce(tr.cpu_only, false) AS paced_by_device,
+           CASE WHEN paced_by_device THEN sh.window_ns::BIGINT ELSE st.step_time_ns END AS step_time_ns,
+           CASE WHEN paced_by_device THEN 'device_period' ELSE st.step_time_source END AS step_time_source,
            st.step_time_ns AS host_step_time_ns, st.step_time_source AS host_step_source, st.empty_steps,
            st.num_steps, st.profiled_steps, st.profiled_step_time_ns,
            f.recorded_rank_flops_per_step, f.kernel_efficiency_pct_of_peak,
@@ -261,7 +259,7 @@ SELECT run_id, workload, coalesce(scaling, 'strong') AS scaling, gpus AS world_s
            -- state (a device period longer than the same steps' CPU windows: it runs behind the host, and
            -- the step time understates the step), and shares of a device window much shorter than the
            -- step describe only that window; the step log times the same loop
-           CASE WHEN period_ns > 1.1 * cpu_step_ns
+           CASE WHEN device_behind
                 THEN format('the device runs behind the host: its steady-state step period (the mean device slot of '
                             '{} steady-state step{}) is {}, {:.2f} × the same steps'' CPU time ({}) and {:.2f} × '
                             'the host''s step {} ({}), so {}the report''s ms per step are of the device period',
